@@ -1,0 +1,174 @@
+/**
+ * The messaging daemon's method names (DESIGN.md 2.2), the relay's default refusals
+ * (DESIGN.md 3) and the shapes of the specified methods (spec 2.3), as signal-cli 0.13.19 has them.
+ */
+
+export const SIGNAL_METHODS = [
+  'send',
+  'sendReceipt',
+  'listGroups',
+  'updateGroup',
+  'getUserStatus',
+  'version',
+  'sendSyncRequest',
+  'listContacts',
+  'block',
+  'unblock',
+  'startLink',
+  'finishLink',
+  'subscribeReceive',
+  'unsubscribeReceive',
+] as const;
+
+export type SignalMethod = (typeof SIGNAL_METHODS)[number];
+
+export function isSignalMethod(name: string): name is SignalMethod {
+  return (SIGNAL_METHODS as readonly string[]).includes(name);
+}
+
+/** The server-to-client notification that carries an incoming envelope. */
+export const RECEIVE_NOTIFICATION = 'receive';
+/** The SSE event name of an incoming message on GET /api/v1/events. */
+export const SSE_RECEIVE_EVENT = 'receive';
+/** Seconds between SSE keep-alive comments. */
+export const SSE_KEEPALIVE_S = 15;
+
+/**
+ * Methods the relay refuses from a guest by default: each would let a guest take over or
+ * destroy the account (link a device, re-register, change the PIN, delete data).
+ */
+export const RELAY_REFUSED_METHODS = [
+  'startLink',
+  'finishLink',
+  'addDevice',
+  'removeDevice',
+  'register',
+  'verify',
+  'unregister',
+  'deleteLocalAccountData',
+  'updateAccount',
+  'setPin',
+  'removePin',
+] as const;
+
+/** A phone number in E.164 form, e.g. +15550000001. */
+export type PhoneNumber = string;
+
+export function isPhoneNumber(text: string): boolean {
+  return /^\+[1-9]\d{6,14}$/.test(text);
+}
+
+/** params of `send` (signal-cli names). `recipient` may be one string or an array. */
+export interface SendParams {
+  readonly recipient?: PhoneNumber | readonly PhoneNumber[];
+  readonly groupId?: string;
+  readonly message?: string;
+  readonly attachments?: readonly string[];
+  readonly attachment?: string;
+  readonly quoteTimestamp?: number;
+  readonly noteToSelf?: boolean;
+}
+
+export interface RecipientAddress {
+  readonly uuid: string | null;
+  readonly number: PhoneNumber | null;
+}
+
+export type SendResultType =
+  | 'SUCCESS'
+  | 'UNREGISTERED_FAILURE'
+  | 'IDENTITY_FAILURE'
+  | 'NETWORK_FAILURE'
+  | 'RATE_LIMIT_FAILURE'
+  | 'PROOF_REQUIRED_FAILURE';
+
+export interface SendResultEntry {
+  readonly recipientAddress: RecipientAddress;
+  readonly type: SendResultType;
+}
+
+export interface SendResult {
+  readonly timestamp: number;
+  readonly results: readonly SendResultEntry[];
+}
+
+export interface GetUserStatusParams {
+  readonly recipient: PhoneNumber | readonly PhoneNumber[];
+}
+
+export interface UserStatus {
+  readonly recipient: string;
+  readonly number: PhoneNumber | null;
+  readonly uuid: string | null;
+  readonly isRegistered: boolean;
+}
+
+export interface VersionResult {
+  readonly version: string;
+}
+
+export interface GroupInfo {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string | null;
+  readonly isMember: boolean;
+  readonly isBlocked: boolean;
+  readonly members: readonly RecipientAddress[];
+  readonly admins: readonly RecipientAddress[];
+}
+
+/** The data message inside an incoming envelope. */
+export interface DataMessage {
+  readonly timestamp: number;
+  readonly message: string | null;
+  readonly expiresInSeconds: number;
+  readonly viewOnce: boolean;
+  readonly groupInfo?: { readonly groupId: string; readonly type: string };
+  readonly attachments?: readonly unknown[];
+}
+
+export interface ReceiptMessage {
+  readonly when: number;
+  readonly isDelivery: boolean;
+  readonly isRead: boolean;
+  readonly isViewed: boolean;
+  readonly timestamps: readonly number[];
+}
+
+/** An incoming envelope, as signal-cli's `receive` notification carries it. */
+export interface Envelope {
+  readonly source: string | null;
+  readonly sourceNumber: PhoneNumber | null;
+  readonly sourceUuid: string | null;
+  readonly sourceName: string | null;
+  readonly sourceDevice: number;
+  readonly timestamp: number;
+  readonly serverReceivedTimestamp?: number;
+  readonly serverDeliveredTimestamp?: number;
+  readonly dataMessage?: DataMessage;
+  readonly receiptMessage?: ReceiptMessage;
+  readonly syncMessage?: unknown;
+}
+
+/** params of the `receive` notification and the data of an SSE `receive` event. */
+export interface ReceiveParams {
+  readonly envelope: Envelope;
+  readonly account: PhoneNumber;
+}
+
+/**
+ * The JSON status of GET /api/v1/check with `Accept: application/json` (DESIGN.md 2.2). Times
+ * are Unix milliseconds, null when it has not happened yet.
+ */
+export interface DaemonStatus {
+  readonly version: string;
+  readonly account: PhoneNumber;
+  readonly backend: { readonly kind: 'local' | 'signal-cli'; readonly state: 'serving' | 'starting' | 'down' };
+  readonly uptimeS: number;
+  readonly consumers: { readonly sse: number; readonly tcp: number };
+  readonly lastOutboundSendAt: number | null;
+  readonly lastInboundMessageAt: number | null;
+}
+
+/** The structured log record (`msg` value) of every successful outbound send. */
+export const SEND_SUCCEEDED_LOG = 'send succeeded';

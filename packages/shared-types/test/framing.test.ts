@@ -1,0 +1,203 @@
+import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
+import {
+  DEFAULT_MAX_LINE_BYTES,
+  decodeLine,
+  encodeLine,
+  endFrames,
+  type Frame,
+  frameChunk,
+  initialFramerState,
+  LineFramer,
+} from '../src/framing.js';
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+type Simple = { kind: 'line'; text: number[]; crlf: boolean } | { kind: 'oversize' };
+
+function simplify(frames: readonly Frame[]): Simple[] {
+  return frames.map((f) =>
+    f.kind === 'line' ? { kind: 'line', text: [...f.bytes], crlf: f.crlf } : { kind: 'oversize' },
+  );
+}
+
+/** The reference: split the whole input on LF, one frame per line, as the contract says. */
+function reference(input: Uint8Array, max: number): Simple[] {
+  const out: Simple[] = [];
+  let start = 0;
+  for (;;) {
+    const nl = input.indexOf(LF, start);
+    if (nl < 0) {
+      const seg = [...input.subarray(start)];
+      const content = seg.length > 0 && seg[seg.length - 1] === CR ? seg.length - 1 : seg.length;
+      if (content > max) out.push({ kind: 'oversize' });
+      else if (seg.length > 0) out.push({ kind: 'line', text: seg, crlf: false });
+      return out;
+    }
+    let seg = [...input.subarray(start, nl)];
+    const crlf = seg.length > 0 && seg[seg.length - 1] === CR;
+    if (crlf) seg = seg.slice(0, -1);
+    out.push(seg.length > max ? { kind: 'oversize' } : { kind: 'line', text: seg, crlf });
+    start = nl + 1;
+  }
+}
+
+/** Splits `input` at the given cut points (any order, any duplicates). */
+function splitAt(input: Uint8Array, cuts: number[]): Uint8Array[] {
+  const points = [...new Set(cuts.map((c) => c % (input.length + 1)))].sort((a, b) => a - b);
+  const chunks: Uint8Array[] = [];
+  let prev = 0;
+  for (const p of [...points, input.length]) {
+    chunks.push(input.subarray(prev, p));
+    prev = p;
+  }
+  return chunks;
+}
+
+function frameAll(chunks: Uint8Array[], max: number): { frames: Frame[]; maxBuffered: number } {
+  let state = initialFramerState();
+  const frames: Frame[] = [];
+  let maxBuffered = 0;
+  for (const chunk of chunks) {
+    const r = frameChunk(state, chunk, { maxLineBytes: max });
+    state = r.state;
+    frames.push(...r.frames);
+    maxBuffered = Math.max(maxBuffered, state.pendingBytes);
+  }
+  frames.push(...endFrames(state));
+  return { frames, maxBuffered };
+}
+
+// Bytes biased towards the interesting ones: LF, CR and multi-byte UTF-8 lead/continuation bytes.
+const byte = fc.oneof(
+  { weight: 3, arbitrary: fc.integer({ min: 0, max: 255 }) },
+  { weight: 1, arbitrary: fc.constantFrom(LF, CR, 0xe2, 0x82, 0xac, 0xf0, 0x9f) },
+);
+
+describe('frameChunk', () => {
+  it('matches the whole-input reference however the input is split', () => {
+    fc.assert(
+      fc.property(
+        fc.array(byte, { maxLength: 400 }).map((a) => Uint8Array.from(a)),
+        fc.array(fc.nat(), { maxLength: 30 }),
+        fc.integer({ min: 0, max: 40 }),
+        (input, cuts, max) => {
+          const { frames, maxBuffered } = frameAll(splitAt(input, cuts), max);
+          expect(simplify(frames)).toEqual(reference(input, max));
+          // The buffer is bounded by the limit (content plus a possible trailing CR).
+          expect(maxBuffered).toBeLessThanOrEqual(max + 1);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('draws the limit exactly, for lines around it split anywhere', () => {
+    const max = 6;
+    const line = fc.tuple(
+      fc.integer({ min: max - 1, max: max + 2 }),
+      fc.constantFrom('\n', '\r\n'),
+      fc.constantFrom(0x41, CR),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(line, { minLength: 1, maxLength: 6 }),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        (lines, cuts) => {
+          const text = lines.map(([n, eol, fill]) => String.fromCharCode(fill).repeat(n) + eol).join('');
+          const input = new TextEncoder().encode(text);
+          expect(simplify(frameAll(splitAt(input, cuts), max).frames)).toEqual(reference(input, max));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('gives the same frames for one chunk and for one byte at a time', () => {
+    fc.assert(
+      fc.property(fc.array(byte, { maxLength: 300 }), (bytes) => {
+        const input = Uint8Array.from(bytes);
+        const whole = frameAll([input], 64).frames;
+        const single = frameAll(
+          [...input].map((b) => Uint8Array.of(b)),
+          64,
+        ).frames;
+        expect(simplify(single)).toEqual(simplify(whole));
+      }),
+    );
+  });
+
+  it('round-trips arbitrary Unicode lines split inside multi-byte characters', () => {
+    const line = fc.string({ unit: 'grapheme', maxLength: 30 }).filter((s) => !s.includes('\n') && !s.endsWith('\r'));
+    fc.assert(
+      fc.property(
+        fc.array(line, { maxLength: 20 }),
+        fc.array(fc.nat(), { maxLength: 40 }),
+        fc.boolean(),
+        (lines, cuts, crlf) => {
+          const text = lines.map((l) => l + (crlf ? '\r\n' : '\n')).join('');
+          const input = new TextEncoder().encode(text);
+          const { frames } = frameAll(splitAt(input, cuts), DEFAULT_MAX_LINE_BYTES);
+          expect(frames.map((f) => (f.kind === 'line' ? decodeLine(f.bytes) : null))).toEqual(lines);
+          expect(frames.every((f) => f.kind === 'line' && f.crlf === crlf)).toBe(true);
+        },
+      ),
+    );
+  });
+
+  it('reports an over-long line once, as soon as it is over the limit, and keeps the next line', () => {
+    const framer = new LineFramer({ maxLineBytes: 8 });
+    expect(framer.push(new TextEncoder().encode('12345678'))).toEqual([]);
+    expect(framer.bufferedBytes).toBe(8);
+    expect(framer.push(new TextEncoder().encode('9'))).toEqual([{ kind: 'oversize', limit: 8 }]);
+    expect(framer.bufferedBytes).toBe(0);
+    // The rest of the over-long line is dropped without buffering or a second report.
+    expect(framer.push(new Uint8Array(100_000).fill(0x41))).toEqual([]);
+    expect(framer.bufferedBytes).toBe(0);
+    const frames = framer.push(new TextEncoder().encode('tail\nok\r\n'));
+    expect(simplify(frames)).toEqual([{ kind: 'line', text: [...new TextEncoder().encode('ok')], crlf: true }]);
+  });
+
+  it('accepts a line of exactly the limit, with either terminator', () => {
+    const framer = new LineFramer({ maxLineBytes: 4 });
+    const frames = framer.push(new TextEncoder().encode('abcd\r\nefgh\nijklm\n'));
+    expect(frames.map((f) => (f.kind === 'line' ? decodeLine(f.bytes) : f.kind))).toEqual(['abcd', 'efgh', 'oversize']);
+  });
+
+  it('reports empty lines as empty frames (the daemon answers them)', () => {
+    const frames = new LineFramer().push(new TextEncoder().encode('\n\r\n'));
+    expect(frames).toEqual([
+      { kind: 'line', bytes: new Uint8Array(0), crlf: false },
+      { kind: 'line', bytes: new Uint8Array(0), crlf: true },
+    ]);
+  });
+
+  it('hands out the unterminated tail only at the end of the input', () => {
+    const framer = new LineFramer();
+    expect(framer.push(new TextEncoder().encode('{"id":1}\n{"id"'))).toHaveLength(1);
+    expect(framer.push(new TextEncoder().encode(':2}'))).toEqual([]);
+    const tail = framer.end();
+    expect(tail.map((f) => (f.kind === 'line' ? decodeLine(f.bytes) : null))).toEqual(['{"id":2}']);
+    expect(framer.end()).toEqual([]);
+  });
+});
+
+describe('decodeLine and encodeLine', () => {
+  it('rejects invalid UTF-8 instead of guessing', () => {
+    expect(decodeLine(Uint8Array.of(0x7b, 0xc3, 0x28, 0x7d))).toBeNull();
+    expect(decodeLine(Uint8Array.of(0xe2, 0x82))).toBeNull();
+    expect(decodeLine(new TextEncoder().encode('€ ok'))).toBe('€ ok');
+  });
+
+  it('writes any JSON value as exactly one line', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const line = encodeLine(value);
+        expect(line.endsWith('\n')).toBe(true);
+        expect(line.indexOf('\n')).toBe(line.length - 1);
+        expect(JSON.parse(line)).toEqual(JSON.parse(JSON.stringify(value)));
+      }),
+    );
+  });
+});
