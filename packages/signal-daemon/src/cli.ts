@@ -1,15 +1,121 @@
-import { ExitCode } from '@vigil/shared-types';
-import { Command, CommanderError } from 'commander';
-import { start } from './index.js';
+import { ExitCode, envVarFor, parseListen } from '@vigil/shared-types';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { DEFAULTS } from './config.js';
+import { ConfigError, start } from './index.js';
+import { createLogger, LOG_LEVELS, type LogLevel } from './logger.js';
 import { VERSION } from './version.js';
 
-const program = new Command('signal-daemon')
+const BIN = 'signal-daemon';
+
+const int = (min: number) => (text: string) => {
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < min) throw new InvalidArgumentError(`expected an integer of at least ${min}`);
+  return n;
+};
+const listenAddr = (text: string) => {
+  try {
+    return parseListen(text);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+const opt = (flags: string, description: string) => {
+  const o = new Option(flags, description);
+  return o.env(envVarFor(BIN, o.long ?? flags));
+};
+
+const program = new Command(BIN)
   .description('Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.')
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
+  .addOption(opt('-a, --account <number>', 'the account to serve, E.164 (e.g. +15550000001)').makeOptionMandatory())
+  .addOption(opt('--backend <kind>', 'messaging network: local').choices(['local', 'signal-cli']).default('local'))
+  .addOption(
+    opt('--http <addr>', 'HTTP listener HOST:PORT, or off')
+      .argParser(listenAddr)
+      .default(DEFAULTS.http, '127.0.0.1:8080'),
+  )
+  .addOption(
+    opt('--tcp <addr>', 'TCP listener HOST:PORT, or off').argParser(listenAddr).default(DEFAULTS.tcp, '127.0.0.1:7583'),
+  )
+  .addOption(opt('--data-dir <dir>', 'per-account state (default: $XDG_DATA_HOME/vigil/signal-daemon/ACCOUNT)'))
+  .addOption(opt('--localnet <file>', 'the local network file (default: $XDG_DATA_HOME/vigil/localnet.sqlite)'))
+  .addOption(
+    opt(
+      '--receive-mode <mode>',
+      'on-start: every TCP connection gets receive notifications; manual: after subscribeReceive',
+    )
+      .choices(['on-start', 'manual'])
+      .default('on-start'),
+  )
+  .addOption(
+    opt('--max-request-bytes <n>', 'largest HTTP body or TCP line')
+      .argParser(int(64))
+      .default(DEFAULTS.maxRequestBytes),
+  )
+  .addOption(opt('--allow-non-loopback', 'allow listening on addresses other than loopback'))
+  .addOption(opt('--profile-name <name>', 'the name other accounts see (default: the number)'))
+  .addOption(
+    opt('--retention-hours <n>', 'keep incoming messages for SSE replay this long')
+      .argParser(int(0))
+      .default(DEFAULTS.retentionHours),
+  )
+  .addOption(
+    opt('--retention-messages <n>', 'and at most this many').argParser(int(1)).default(DEFAULTS.retentionMessages),
+  )
+  .addOption(
+    opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
+      .argParser(int(1))
+      .default(DEFAULTS.linkTimeoutMs / 1000),
+  )
+  .addOption(
+    opt('--shutdown-grace <s>', 'on SIGTERM, how long calls under way may take to finish')
+      .argParser(int(0))
+      .default(DEFAULTS.shutdownGraceMs / 1000),
+  )
+  .addOption(
+    opt('--max-connections <n>', 'most TCP connections, and most SSE streams')
+      .argParser(int(1))
+      .default(DEFAULTS.maxConnections),
+  )
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
-  .action(async () => {
-    await start({});
+  .action(async (o) => {
+    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const daemon = await start({
+      account: o.account,
+      backend: o.backend,
+      http: o.http,
+      tcp: o.tcp,
+      dataDir: o.dataDir,
+      localnet: o.localnet,
+      receiveMode: o.receiveMode,
+      maxRequestBytes: o.maxRequestBytes,
+      allowNonLoopback: o.allowNonLoopback === true,
+      profileName: o.profileName,
+      retentionHours: o.retentionHours,
+      retentionMessages: o.retentionMessages,
+      linkTimeoutMs: o.linkTimeout * 1000,
+      shutdownGraceMs: o.shutdownGrace * 1000,
+      maxConnections: o.maxConnections,
+      logger,
+    });
+    let signals = 0;
+    const stop = (signal: string) => {
+      signals += 1;
+      if (signals > 1) process.exit(ExitCode.FAILURE); // a second signal: now
+      logger.info('stopping', { signal });
+      daemon.close().then(
+        () => process.exit(ExitCode.OK),
+        (err) => {
+          logger.error('shutdown failed', { error: String(err) });
+          process.exit(ExitCode.FAILURE);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
   });
 
 try {
@@ -19,7 +125,8 @@ try {
     // --help and --version end here with exit code 0; usage errors were already printed.
     process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
   } else {
-    process.stderr.write(`signal-daemon: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = ExitCode.CONFIG;
+    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
+    // A configuration error will not go away by itself (78); a port in use may (1).
+    process.exitCode = err instanceof ConfigError ? ExitCode.CONFIG : ExitCode.FAILURE;
   }
 }

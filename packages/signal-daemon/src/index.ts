@@ -1,28 +1,11 @@
 /**
- * Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.
- *
- * This version has the package's command line and contracts; the service itself comes in a
- * later version, and until then `start` refuses with a clear error.
+ * The messaging daemon: one messaging account over JSON-RPC on HTTP and newline-delimited TCP,
+ * Server-Sent Events of incoming messages, a health endpoint; on the embedded local network.
  */
-
+export type { Backend, BackendState } from './backend.js';
+export { type DaemonConfig, type DaemonOptions, DEFAULTS, dataHome, resolveConfig } from './config.js';
+export { type DaemonHandle, ListenError, start } from './daemon.js';
+export { ConfigError, RpcFailure } from './errors.js';
+export { Inbox, type InboxEvent } from './inbox.js';
+export { createLogger, type Logger, memoryLogger } from './logger.js';
 export { VERSION } from './version.js';
-
-export interface SignalDaemonConfig {
-  readonly [key: string]: unknown;
-}
-
-export interface SignalDaemonHandle {
-  close(): Promise<void>;
-}
-
-export class NotImplementedError extends Error {
-  readonly code = 'ENOTIMPL';
-  constructor(what: string) {
-    super(`${what} is not implemented in this version`);
-    this.name = 'NotImplementedError';
-  }
-}
-
-export async function start(_config: SignalDaemonConfig): Promise<SignalDaemonHandle> {
-  throw new NotImplementedError('signal-daemon');
-}

@@ -1,0 +1,131 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import {
+  DAEMON_HTTP,
+  DAEMON_TCP,
+  type HostPort,
+  isLoopbackHost,
+  isPhoneNumber,
+  isWildcardHost,
+} from '@vigil/shared-types';
+import { ConfigError } from './errors.js';
+import type { Logger } from './logger.js';
+
+export type BackendKind = 'local' | 'signal-cli';
+export type ReceiveMode = 'on-start' | 'manual';
+
+export interface DaemonConfig {
+  /** The account this daemon serves, E.164. */
+  readonly account: string;
+  readonly backend: BackendKind;
+  /** null: no HTTP listener. */
+  readonly http: HostPort | null;
+  /** null: no TCP listener. */
+  readonly tcp: HostPort | null;
+  /** Per-account state: received attachments (and, with signal-cli, the inbox). */
+  readonly dataDir: string;
+  /** The local network's SQLite file, shared by every daemon of this user. */
+  readonly localnet: string;
+  readonly receiveMode: ReceiveMode;
+  /** Largest HTTP body and TCP line accepted. */
+  readonly maxRequestBytes: number;
+  readonly allowNonLoopback: boolean;
+  /** The profile name other accounts see as sourceName (default: the number). */
+  readonly profileName: string;
+  /** Incoming messages are kept for SSE replay this long... */
+  readonly retentionHours: number;
+  /** ...and at most this many. */
+  readonly retentionMessages: number;
+  /** Bounded wait of finishLink for a primary to accept. */
+  readonly linkTimeoutMs: number;
+  /** On shutdown, in-flight calls get this long to finish. */
+  readonly shutdownGraceMs: number;
+  /** Most simultaneous TCP connections and SSE streams (each). */
+  readonly maxConnections: number;
+  readonly logger: Logger;
+}
+
+export const DEFAULTS = {
+  backend: 'local' as BackendKind,
+  receiveMode: 'on-start' as ReceiveMode,
+  maxRequestBytes: 8 * 1024 * 1024,
+  retentionHours: 24 * 7,
+  retentionMessages: 100_000,
+  linkTimeoutMs: 60_000,
+  shutdownGraceMs: 5_000,
+  maxConnections: 1024,
+  http: DAEMON_HTTP,
+  tcp: DAEMON_TCP,
+};
+
+/** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
+export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
+  const xdg = env.XDG_DATA_HOME;
+  return join(xdg && xdg.startsWith('/') ? xdg : join(homedir(), '.local', 'share'), 'vigil');
+}
+
+export type DaemonOptions = Partial<DaemonConfig> & { readonly account: string };
+
+/** Fills defaults and checks the configuration; throws ConfigError with a one-line reason. */
+export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonConfig {
+  if (!isPhoneNumber(options.account)) {
+    throw new ConfigError(`invalid account "${options.account}": expected a number in E.164 form, e.g. +15550000001`);
+  }
+  const home = dataHome();
+  const config: DaemonConfig = {
+    backend: DEFAULTS.backend,
+    http: DEFAULTS.http,
+    tcp: DEFAULTS.tcp,
+    dataDir: join(home, 'signal-daemon', options.account),
+    localnet: join(home, 'localnet.sqlite'),
+    receiveMode: DEFAULTS.receiveMode,
+    maxRequestBytes: DEFAULTS.maxRequestBytes,
+    allowNonLoopback: false,
+    profileName: options.account,
+    retentionHours: DEFAULTS.retentionHours,
+    retentionMessages: DEFAULTS.retentionMessages,
+    linkTimeoutMs: DEFAULTS.linkTimeoutMs,
+    shutdownGraceMs: DEFAULTS.shutdownGraceMs,
+    maxConnections: DEFAULTS.maxConnections,
+    logger,
+    ...stripUndefined(options),
+    account: options.account,
+  };
+  if (config.backend !== 'local' && config.backend !== 'signal-cli') {
+    throw new ConfigError(`invalid backend "${config.backend}": expected local or signal-cli`);
+  }
+  if (config.backend === 'signal-cli') {
+    throw new ConfigError('the signal-cli backend is not available in this version; use --backend local');
+  }
+  if (config.receiveMode !== 'on-start' && config.receiveMode !== 'manual') {
+    throw new ConfigError(`invalid receive mode "${config.receiveMode}": expected on-start or manual`);
+  }
+  for (const [name, addr] of [
+    ['http', config.http],
+    ['tcp', config.tcp],
+  ] as const) {
+    if (addr && !config.allowNonLoopback && !isLoopbackHost(addr.host)) {
+      throw new ConfigError(
+        `refusing to listen for ${name} on non-loopback address ${addr.host}${isWildcardHost(addr.host) ? ' (every interface)' : ''}: pass --allow-non-loopback to do it anyway`,
+      );
+    }
+  }
+  if (!config.http && !config.tcp) throw new ConfigError('both --http and --tcp are off: nothing to serve');
+  positive('max-request-bytes', config.maxRequestBytes, 64);
+  positive('retention-hours', config.retentionHours, 0);
+  positive('retention-messages', config.retentionMessages, 1);
+  positive('link-timeout', config.linkTimeoutMs, 1);
+  positive('shutdown-grace', config.shutdownGraceMs, 0);
+  positive('max-connections', config.maxConnections, 1);
+  return config;
+}
+
+function positive(name: string, value: number, min: number): void {
+  if (!Number.isFinite(value) || value < min) {
+    throw new ConfigError(`invalid --${name} ${value}: expected a number of at least ${min}`);
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

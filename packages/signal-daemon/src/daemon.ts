@@ -1,0 +1,218 @@
+import { mkdirSync } from 'node:fs';
+import type { AddressInfo, Server } from 'node:net';
+import { type DaemonStatus, formatHostPort, type HostPort, RpcErrorCode } from '@vigil/shared-types';
+import type { Backend } from './backend.js';
+import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
+import { ConfigError, invalidParams, RpcFailure } from './errors.js';
+import { Inbox } from './inbox.js';
+import { LocalBackend } from './localnet/backend.js';
+import { createLogger, type Logger } from './logger.js';
+import { asParams, optInt } from './params.js';
+import { Dispatcher, type Invoke } from './rpc.js';
+import { HttpTransport } from './transports/http.js';
+import { type TcpConnection, TcpTransport } from './transports/tcp.js';
+import { VERSION } from './version.js';
+
+const PRUNE_INTERVAL_MS = 60_000;
+
+export interface DaemonHandle {
+  readonly config: DaemonConfig;
+  /** The bound addresses (the real port when 0 was asked for), null for a listener that is off. */
+  readonly http: HostPort | null;
+  readonly tcp: HostPort | null;
+  readonly inbox: Inbox;
+  readonly backend: Backend;
+  status(): DaemonStatus;
+  /** Stops accepting, lets calls under way finish (bounded), closes streams and connections. */
+  close(): Promise<void>;
+}
+
+/** A listen failure, with the operator's words: "address already in use: 127.0.0.1:8080". */
+export class ListenError extends Error {
+  readonly code: string;
+  constructor(what: string, addr: HostPort, cause: NodeJS.ErrnoException) {
+    const reason =
+      cause.code === 'EADDRINUSE'
+        ? 'address already in use'
+        : cause.code === 'EADDRNOTAVAIL'
+          ? 'address not available on this host'
+          : cause.code === 'EACCES'
+            ? 'permission denied'
+            : (cause.message ?? String(cause));
+    super(`cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`);
+    this.name = 'ListenError';
+    this.code = cause.code ?? 'ELISTEN';
+  }
+}
+
+function listen(server: Server, addr: HostPort, what: string): Promise<HostPort> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => reject(new ListenError(what, addr, err));
+    server.once('error', onError);
+    server.listen({ host: addr.host, port: addr.port, exclusive: true }, () => {
+      server.off('error', onError);
+      const a = server.address() as AddressInfo;
+      resolve({ host: a.address, port: a.port });
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}
+
+/** Starts a daemon: its backend, inbox and listeners. Rejects with ConfigError or ListenError. */
+export async function start(
+  options: DaemonOptions & { logger?: Logger; sseKeepaliveMs?: number },
+): Promise<DaemonHandle> {
+  const logger = options.logger ?? createLogger({ level: 'info', service: 'signal-daemon' });
+  const config = resolveConfig(options, logger);
+  const startedAt = Date.now();
+  try {
+    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
+  }
+  let inbox: Inbox | undefined;
+  let backend: LocalBackend;
+  try {
+    backend = new LocalBackend({
+      account: config.account,
+      profileName: config.profileName,
+      localnet: config.localnet,
+      dataDir: config.dataDir,
+      linkTimeoutMs: config.linkTimeoutMs,
+      maxAttachmentBytes: config.maxRequestBytes,
+      logger,
+      inbox: (db) => {
+        inbox = new Inbox(db, config.account, { hours: config.retentionHours, messages: config.retentionMessages });
+        return inbox;
+      },
+    });
+  } catch (err) {
+    throw new ConfigError(`cannot open the local network ${config.localnet}: ${(err as Error).message}`);
+  }
+  const box = inbox!;
+  box.prune();
+  const pruner = setInterval(() => {
+    try {
+      box.prune();
+    } catch (err) {
+      logger.warn('inbox retention failed', { error: String(err) });
+    }
+  }, PRUNE_INTERVAL_MS);
+  pruner.unref();
+
+  const dispatcher = new Dispatcher(logger);
+
+  /** Methods of the daemon itself, then the backend's. */
+  const invokeFor =
+    (conn: TcpConnection | null): Invoke =>
+    async (method, params) => {
+      switch (method) {
+        case 'version':
+          return { version: VERSION };
+        case 'subscribeReceive':
+          if (!conn) break;
+          return conn.subscribe();
+        case 'unsubscribeReceive': {
+          if (!conn) break;
+          const id = optInt(asParams(params), 'subscription');
+          if (id === undefined) throw invalidParams('subscription is required');
+          if (!conn.unsubscribe(id)) throw invalidParams(`unknown subscription ${id}`);
+          return {};
+        }
+        default:
+          if (backend.methods.has(method)) {
+            if (backend.state() !== 'serving') {
+              throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
+            }
+            return backend.call(method, params);
+          }
+      }
+      throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
+    };
+
+  const status = (): DaemonStatus => ({
+    version: VERSION,
+    account: config.account,
+    backend: { kind: backend.kind, state: backend.state() },
+    uptimeS: Math.round((Date.now() - startedAt) / 1000),
+    consumers: { sse: http?.streams.size ?? 0, tcp: tcp?.connections.size ?? 0 },
+    lastOutboundSendAt: backend.lastOutboundSendAt,
+    lastInboundMessageAt: backend.lastInboundMessageAt,
+  });
+
+  const http = config.http
+    ? new HttpTransport({
+        bindHost: config.http.host,
+        maxRequestBytes: config.maxRequestBytes,
+        maxStreams: config.maxConnections,
+        keepaliveMs: options.sseKeepaliveMs,
+        inbox: box,
+        dispatcher,
+        invoke: invokeFor(null),
+        serving: () => backend.state() === 'serving',
+        status,
+        logger,
+      })
+    : null;
+  const tcp = config.tcp
+    ? new TcpTransport({
+        maxLineBytes: config.maxRequestBytes,
+        maxConnections: config.maxConnections,
+        receiveMode: config.receiveMode,
+        inbox: box,
+        dispatcher,
+        invoke: (conn) => invokeFor(conn),
+        logger,
+      })
+    : null;
+
+  let httpAddr: HostPort | null = null;
+  let tcpAddr: HostPort | null = null;
+  try {
+    if (http && config.http) httpAddr = await listen(http.server, config.http, 'HTTP');
+    if (tcp && config.tcp) tcpAddr = await listen(tcp.server, config.tcp, 'TCP');
+  } catch (err) {
+    clearInterval(pruner);
+    if (http) await closeServer(http.server);
+    if (tcp) await closeServer(tcp.server);
+    await backend.close();
+    throw err;
+  }
+
+  logger.info('listening', {
+    account: config.account,
+    backend: backend.kind,
+    http: httpAddr ? formatHostPort(httpAddr) : 'off',
+    tcp: tcpAddr ? formatHostPort(tcpAddr) : 'off',
+    receiveMode: config.receiveMode,
+    localnet: config.localnet,
+    dataDir: config.dataDir,
+    pid: process.pid,
+    version: VERSION,
+  });
+
+  let closing: Promise<void> | null = null;
+  const close = () => {
+    closing ??= (async () => {
+      clearInterval(pruner);
+      // Stop accepting; connections already open stay until their calls are done.
+      const closed = [http && closeServer(http.server), tcp && closeServer(tcp.server)];
+      await dispatcher.drain(config.shutdownGraceMs);
+      http?.closeStreams();
+      tcp?.closeConnections();
+      http?.server.closeAllConnections();
+      await Promise.all(closed);
+      await backend.close();
+      logger.info('stopped', { account: config.account, unfinishedCalls: dispatcher.inFlight });
+    })();
+    return closing;
+  };
+
+  return { config, http: httpAddr, tcp: tcpAddr, inbox: box, backend, status, close };
+}

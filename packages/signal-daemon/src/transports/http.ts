@@ -1,0 +1,263 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  DAEMON_PATHS,
+  type DaemonStatus,
+  decodeLine,
+  failure,
+  isLoopbackHost,
+  isWildcardHost,
+  parseMessage,
+  RpcErrorCode,
+  rpcError,
+  SSE_KEEPALIVE_S,
+  SSE_RECEIVE_EVENT,
+} from '@vigil/shared-types';
+import type { Inbox } from '../inbox.js';
+import type { Logger } from '../logger.js';
+import type { Dispatcher, Invoke } from '../rpc.js';
+
+/** An SSE stream stops being fed while this many bytes wait for the client. */
+const SSE_HIGH_WATER = 1024 * 1024;
+const PULL = 256;
+
+export interface HttpOptions {
+  readonly bindHost: string;
+  readonly maxRequestBytes: number;
+  readonly maxStreams: number;
+  readonly keepaliveMs?: number;
+  readonly inbox: Inbox;
+  readonly dispatcher: Dispatcher;
+  readonly invoke: Invoke;
+  /** 200 (true) or 503 (false) for /api/v1/check. */
+  readonly serving: () => boolean;
+  readonly status: () => DaemonStatus;
+  readonly logger: Logger;
+}
+
+const JSON_TYPE = 'application/json';
+
+/**
+ * HTTP: JSON-RPC on POST /api/v1/rpc, Server-Sent Events on GET /api/v1/events, health on
+ * GET /api/v1/check; 404 for every other path. Status codes as signal-cli's daemon: 200 for every
+ * JSON-RPC reply (errors included), 201 with no body when no reply is due, 405, 415; and 413 for
+ * a body over the limit, 421 for a Host that is neither the bind address nor a loopback name.
+ */
+export class HttpTransport {
+  readonly server: Server;
+  readonly streams = new Set<SseStream>();
+
+  constructor(private readonly o: HttpOptions) {
+    this.server = createServer((req, res) => this.route(req, res));
+    this.server.keepAliveTimeout = 5000;
+    this.server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  private route(req: IncomingMessage, res: ServerResponse): void {
+    if (!this.hostAllowed(req.headers.host)) {
+      plain(res, 421, 'Misdirected Request: this daemon answers only to its own address or a loopback name');
+      req.resume();
+      return;
+    }
+    const q = req.url?.indexOf('?') ?? -1;
+    const path = q >= 0 ? req.url!.slice(0, q) : (req.url ?? '/');
+    switch (path) {
+      case DAEMON_PATHS.rpc:
+        if (req.method !== 'POST') return methodNotAllowed(req, res, 'POST');
+        return this.rpc(req, res);
+      case DAEMON_PATHS.events:
+        if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
+        return this.events(req, res);
+      case DAEMON_PATHS.check:
+        if (req.method !== 'GET' && req.method !== 'HEAD') return methodNotAllowed(req, res, 'GET, HEAD');
+        return this.check(req, res);
+      default:
+        plain(res, 404, 'Not Found');
+        req.resume();
+    }
+  }
+
+  /** DNS-rebinding protection: a page in a browser cannot reach the daemon under a foreign name. */
+  private hostAllowed(host: string | undefined): boolean {
+    if (host === undefined || isWildcardHost(this.o.bindHost)) return true;
+    const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
+    return isLoopbackHost(name) || name.toLowerCase() === this.o.bindHost.toLowerCase();
+  }
+
+  private rpc(req: IncomingMessage, res: ServerResponse): void {
+    const type = req.headers['content-type'] ?? '';
+    if (!type.toLowerCase().startsWith(JSON_TYPE)) {
+      plain(res, 415, `Unsupported Media Type: send ${JSON_TYPE}`);
+      req.resume();
+      return;
+    }
+    const max = this.o.maxRequestBytes;
+    const tooLarge = () => {
+      const body = JSON.stringify(
+        failure(
+          null,
+          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: the body may hold at most ${max} bytes`),
+        ),
+      );
+      res.writeHead(413, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
+      res.end(body);
+      req.resume(); // discard the rest without keeping it
+    };
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > max) return tooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (chunk: Buffer) => {
+      if (over) return;
+      size += chunk.length;
+      if (size > max) {
+        over = true;
+        chunks.length = 0;
+        tooLarge();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (over) return;
+      const text = decodeLine(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      const message =
+        text === null
+          ? ({
+              kind: 'error',
+              error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
+            } as const)
+          : parseMessage(text);
+      this.o.dispatcher.dispatch(message, this.o.invoke).then(
+        (reply) => {
+          if (reply === undefined) {
+            res.writeHead(201, { 'content-length': 0 });
+            res.end();
+            return;
+          }
+          const body = JSON.stringify(reply);
+          res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+          res.end(body);
+        },
+        (err) => {
+          this.o.logger.error('dispatch failed', { error: String(err) });
+          plain(res, 500, 'Internal Server Error');
+        },
+      );
+    });
+    req.on('error', () => {});
+  }
+
+  private check(req: IncomingMessage, res: ServerResponse): void {
+    const code = this.o.serving() ? 200 : 503;
+    if ((req.headers.accept ?? '').includes(JSON_TYPE)) {
+      const body = JSON.stringify(this.o.status());
+      res.writeHead(code, {
+        'content-type': JSON_TYPE,
+        'content-length': Buffer.byteLength(body),
+        'cache-control': 'no-store',
+      });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    } else {
+      res.writeHead(code, { 'content-length': 0, 'cache-control': 'no-store' });
+      res.end();
+    }
+    req.resume();
+  }
+
+  private events(req: IncomingMessage, res: ServerResponse): void {
+    if (this.streams.size >= this.o.maxStreams) {
+      res.writeHead(503, { 'retry-after': '5', 'content-length': 0 });
+      res.end();
+      this.o.logger.warn('event stream refused: too many streams', { limit: this.o.maxStreams });
+      return;
+    }
+    const header = req.headers['last-event-id'];
+    const query = new URLSearchParams(req.url?.split('?')[1] ?? '').get('lastEventId') ?? undefined;
+    const cursor = this.o.inbox.cursorFrom(typeof header === 'string' ? header : query);
+    const stream = new SseStream(res, this.o.inbox, cursor, this.o.keepaliveMs ?? SSE_KEEPALIVE_S * 1000);
+    this.streams.add(stream);
+    res.on('close', () => this.streams.delete(stream));
+  }
+
+  closeStreams(): void {
+    for (const s of this.streams) s.close();
+  }
+}
+
+/**
+ * One SSE client: every stored event after its cursor, in order, each with its id; a comment
+ * every keep-alive period. Reads from the inbox only while the client keeps up, so a slow
+ * client costs no memory and misses nothing.
+ */
+export class SseStream {
+  private readonly timer: NodeJS.Timeout;
+  private readonly onAppended = () => this.pump();
+  private closed = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly inbox: Inbox,
+    private cursor: number,
+    keepaliveMs: number,
+  ) {
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    res.flushHeaders();
+    res.socket?.setNoDelay(true);
+    this.timer = setInterval(() => {
+      if (res.writableLength < SSE_HIGH_WATER) res.write(':\n\n');
+    }, keepaliveMs);
+    this.timer.unref();
+    inbox.on('appended', this.onAppended);
+    res.on('drain', this.onAppended);
+    res.on('close', () => this.dispose());
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.closed && this.cursor < this.inbox.head && this.res.writableLength < SSE_HIGH_WATER) {
+      const events = this.inbox.after(this.cursor, PULL);
+      if (events.length === 0) {
+        this.cursor = this.inbox.head; // the rest was pruned by retention
+        return;
+      }
+      let chunk = '';
+      for (const e of events) {
+        chunk += `id:${this.inbox.eventId(e.seq)}\nevent:${SSE_RECEIVE_EVENT}\ndata:${e.json}\n\n`;
+        this.cursor = e.seq;
+      }
+      this.res.write(chunk);
+    }
+  }
+
+  close(): void {
+    this.res.end();
+  }
+
+  private dispose(): void {
+    this.closed = true;
+    clearInterval(this.timer);
+    this.inbox.off('appended', this.onAppended);
+  }
+}
+
+function plain(res: ServerResponse, code: number, text: string): void {
+  if (res.headersSent) return;
+  const body = `${text}\n`;
+  res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allow: string): void {
+  res.setHeader('allow', allow);
+  plain(res, 405, 'Method Not Allowed');
+  req.resume();
+}

@@ -1,0 +1,220 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import {
+  decodeLine,
+  type Frame,
+  failure,
+  LineFramer,
+  parseMessage,
+  RECEIVE_NOTIFICATION,
+  RpcErrorCode,
+  rpcError,
+} from '@vigil/shared-types';
+import type { ReceiveMode } from '../config.js';
+import type { Inbox } from '../inbox.js';
+import type { Logger } from '../logger.js';
+import type { Dispatcher, Invoke, Reply } from '../rpc.js';
+
+/** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
+const WRITE_HIGH_WATER = 1024 * 1024;
+/** Stop reading a connection with this many calls under way. */
+const MAX_IN_FLIGHT = 256;
+/** Events written per pull from the inbox. */
+const PULL = 256;
+
+export interface TcpOptions {
+  readonly maxLineBytes: number;
+  readonly maxConnections: number;
+  readonly receiveMode: ReceiveMode;
+  readonly inbox: Inbox;
+  readonly dispatcher: Dispatcher;
+  /** Calls a method for this connection (the daemon handles the receive subscriptions). */
+  readonly invoke: (conn: TcpConnection) => Invoke;
+  readonly logger: Logger;
+}
+
+/**
+ * One client connection: newline-delimited JSON-RPC, one reply per line in one write (Nagle off),
+ * in completion order; every error is a reply and the connection goes on. Incoming messages are
+ * written as `receive` notifications from a cursor into the inbox, so a slow reader holds no
+ * growing buffer and misses nothing while connected.
+ */
+export class TcpConnection {
+  private readonly framer: LineFramer;
+  private inFlight = 0;
+  private readPaused = false;
+  /** on-start mode: plain notifications from this inbox position; null when not receiving. */
+  private cursor: number | null = null;
+  /** subscribeReceive: subscription id → cursor. */
+  private readonly subscriptions = new Map<number, number>();
+  private nextSubscription = 0;
+  private closed = false;
+  private readonly onAppended = () => this.pump();
+
+  constructor(
+    readonly socket: Socket,
+    private readonly o: TcpOptions,
+  ) {
+    this.framer = new LineFramer({ maxLineBytes: o.maxLineBytes });
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => {
+      for (const frame of this.framer.push(chunk)) this.handle(frame);
+    });
+    socket.on('end', () => {
+      // A peer that half-closes after its last request still gets the replies.
+      for (const frame of this.framer.end()) this.handle(frame);
+      this.endWhenIdle();
+    });
+    socket.on('drain', () => {
+      this.updateReading();
+      this.pump();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => this.dispose());
+    if (o.receiveMode === 'on-start') this.cursor = o.inbox.head;
+    o.inbox.on('appended', this.onAppended);
+  }
+
+  get receiving(): boolean {
+    return this.cursor !== null || this.subscriptions.size > 0;
+  }
+
+  subscribe(): number {
+    const id = this.nextSubscription++;
+    this.subscriptions.set(id, this.o.inbox.head);
+    return id;
+  }
+
+  unsubscribe(id: number): boolean {
+    return this.subscriptions.delete(id);
+  }
+
+  private handle(frame: Frame): void {
+    if (frame.kind === 'oversize') {
+      this.write(
+        failure(
+          null,
+          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: a line may hold at most ${frame.limit} bytes`),
+        ),
+      );
+      return;
+    }
+    const text = decodeLine(frame.bytes);
+    if (text === null) {
+      this.write(failure(null, rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the line is not valid UTF-8')));
+      return;
+    }
+    const message = parseMessage(text);
+    this.inFlight++;
+    this.updateReading();
+    this.o.dispatcher.dispatch(message, this.o.invoke(this)).then(
+      (reply) => this.done(reply),
+      (err) => {
+        this.o.logger.error('dispatch failed', { error: String(err) });
+        this.done(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')));
+      },
+    );
+  }
+
+  private done(reply: Reply): void {
+    this.inFlight--;
+    if (reply !== undefined) this.write(reply);
+    this.updateReading();
+    this.endWhenIdle();
+  }
+
+  private write(value: unknown): void {
+    if (this.closed || this.socket.destroyed || !this.socket.writable) return;
+    this.socket.write(`${JSON.stringify(value)}\n`);
+  }
+
+  /** Backpressure: read only while the peer reads and the calls under way are bounded. */
+  private updateReading(): void {
+    const busy = this.socket.writableLength > WRITE_HIGH_WATER || this.inFlight >= MAX_IN_FLIGHT;
+    if (busy && !this.readPaused) {
+      this.readPaused = true;
+      this.socket.pause();
+    } else if (!busy && this.readPaused) {
+      this.readPaused = false;
+      this.socket.resume();
+    }
+  }
+
+  private endWhenIdle(): void {
+    if (this.inFlight === 0 && this.socket.readableEnded && !this.receiving && !this.socket.writableEnded) {
+      this.socket.end();
+    }
+  }
+
+  /** Writes the events each receiver has not seen yet, while the socket takes them. */
+  private pump(): void {
+    if (this.closed) return;
+    const inbox = this.o.inbox;
+    while (this.socket.writableLength <= WRITE_HIGH_WATER) {
+      let wrote = false;
+      if (this.cursor !== null && this.cursor < inbox.head) {
+        const events = inbox.after(this.cursor, PULL);
+        for (const e of events) {
+          this.socket.write(`{"jsonrpc":"2.0","method":"${RECEIVE_NOTIFICATION}","params":${e.json}}\n`);
+          this.cursor = e.seq;
+        }
+        wrote ||= events.length > 0;
+        if (events.length === 0) this.cursor = inbox.head;
+      }
+      for (const [id, cursor] of this.subscriptions) {
+        if (cursor >= inbox.head) continue;
+        const events = inbox.after(cursor, PULL);
+        for (const e of events) {
+          this.socket.write(
+            `{"jsonrpc":"2.0","method":"${RECEIVE_NOTIFICATION}","params":{"subscription":${id},"result":${e.json}}}\n`,
+          );
+        }
+        this.subscriptions.set(id, events.length > 0 ? events[events.length - 1]!.seq : inbox.head);
+        wrote ||= events.length > 0;
+      }
+      if (!wrote) return;
+    }
+  }
+
+  close(): void {
+    if (!this.socket.destroyed) this.socket.end();
+    // A peer that does not close within a second is cut off.
+    setTimeout(() => this.socket.destroy(), 1000).unref();
+  }
+
+  private dispose(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.o.inbox.off('appended', this.onAppended);
+  }
+}
+
+export class TcpTransport {
+  readonly server: Server;
+  readonly connections = new Set<TcpConnection>();
+
+  constructor(private readonly o: TcpOptions) {
+    this.server = createServer({ noDelay: true, allowHalfOpen: true }, (socket) => this.accept(socket));
+    this.server.maxConnections = o.maxConnections;
+    this.server.on('drop', (data) => {
+      o.logger.warn('tcp connection refused: too many connections', {
+        limit: o.maxConnections,
+        remote: data?.remoteAddress,
+      });
+    });
+  }
+
+  private accept(socket: Socket): void {
+    const conn = new TcpConnection(socket, this.o);
+    this.connections.add(conn);
+    socket.on('close', () => this.connections.delete(conn));
+  }
+
+  /** Stops accepting; the open connections stay until closeConnections. */
+  stopAccepting(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  closeConnections(): void {
+    for (const c of this.connections) c.close();
+  }
+}
