@@ -61,7 +61,7 @@ export const DEFAULTS = {
 /** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
 export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
   const xdg = env.XDG_DATA_HOME;
-  return join(xdg && xdg.startsWith('/') ? xdg : join(homedir(), '.local', 'share'), 'vigil');
+  return join(xdg?.startsWith('/') ? xdg : join(homedir(), '.local', 'share'), 'vigil');
 }
 
 export type DaemonOptions = Partial<DaemonConfig> & { readonly account: string };

@@ -35,7 +35,7 @@ describe('signal-daemon command line', () => {
   });
 
   it('refuses an unknown flag with a clear message and the configuration exit code', async () => {
-    const r = await cli('--no-such-flag');
+    const r = await cli('--account', '+15550000001', '--no-such-flag');
     expect(r.code).toBe(78);
     expect(r.stderr).toContain("unknown option '--no-such-flag'");
   });

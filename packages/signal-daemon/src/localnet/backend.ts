@@ -281,8 +281,10 @@ export class LocalBackend implements Backend {
     });
     const results: SendResultEntry[] = [];
     if (recipients.length > 0) {
-      results.push(...this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() })));
-      for (const r of recipients) this.store.addContact(this.me.number, r);
+      const direct = this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() }));
+      for (const r of direct)
+        if (r.type === 'SUCCESS') this.store.addContact(this.me.number, r.recipientAddress.number!);
+      results.push(...direct);
     }
     for (const groupId of groupIds) {
       const group = this.memberGroup(groupId);

@@ -63,19 +63,18 @@ export class HttpTransport {
     }
     const q = req.url?.indexOf('?') ?? -1;
     const path = q >= 0 ? req.url!.slice(0, q) : (req.url ?? '/');
-    switch (path) {
-      case DAEMON_PATHS.rpc:
-        if (req.method !== 'POST') return methodNotAllowed(req, res, 'POST');
-        return this.rpc(req, res);
-      case DAEMON_PATHS.events:
-        if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
-        return this.events(req, res);
-      case DAEMON_PATHS.check:
-        if (req.method !== 'GET' && req.method !== 'HEAD') return methodNotAllowed(req, res, 'GET, HEAD');
-        return this.check(req, res);
-      default:
-        plain(res, 404, 'Not Found');
-        req.resume();
+    if (path === DAEMON_PATHS.rpc) {
+      if (req.method === 'POST') this.rpc(req, res);
+      else methodNotAllowed(req, res, 'POST');
+    } else if (path === DAEMON_PATHS.events) {
+      if (req.method === 'GET') this.events(req, res);
+      else methodNotAllowed(req, res, 'GET');
+    } else if (path === DAEMON_PATHS.check) {
+      if (req.method === 'GET' || req.method === 'HEAD') this.check(req, res);
+      else methodNotAllowed(req, res, 'GET, HEAD');
+    } else {
+      plain(res, 404, 'Not Found');
+      req.resume();
     }
   }
 
@@ -106,7 +105,10 @@ export class HttpTransport {
       req.resume(); // discard the rest without keeping it
     };
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > max) return tooLarge();
+    if (Number.isFinite(declared) && declared > max) {
+      tooLarge();
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     let over = false;

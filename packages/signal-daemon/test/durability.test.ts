@@ -1,0 +1,143 @@
+import { join } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { exited, SseClient, spawnDaemon, startDaemon, TcpClient, tmpDir } from './helpers.js';
+
+const A = '+15550000001';
+const B = '+15550000002';
+
+describe('losing nothing', () => {
+  it('kill -9 of the receiver while 1,000 messages are sent: after a restart, SSE with Last-Event-ID has all, once, in order', async () => {
+    const tmp = tmpDir();
+    const args = [
+      '--account',
+      B,
+      '--http',
+      '127.0.0.1:0',
+      '--tcp',
+      '127.0.0.1:0',
+      '--localnet',
+      join(tmp.dir, 'localnet.sqlite'),
+      '--data-dir',
+      join(tmp.dir, 'b'),
+    ];
+    const a = await startDaemon(tmp.dir, A);
+    let b = await spawnDaemon(args);
+    try {
+      const before = await SseClient.open(b.http!);
+      const sender = await TcpClient.connect(a.tcp!);
+      const N = 1000;
+      // Write the sends in two halves without waiting for replies; the receiver is killed while
+      // the first half is pouring in, and the second half is sent while it is dead.
+      const replies = Array.from({ length: N }, () => sender.next(30_000));
+      const write = (from: number, to: number) => {
+        for (let i = from; i <= to; i++) {
+          sender.write(
+            `${JSON.stringify({ jsonrpc: '2.0', method: 'send', params: { recipient: B, message: `m${i}` }, id: i })}\n`,
+          );
+        }
+      };
+      write(1, N / 2);
+      await before.waitFor(50);
+      b.child.kill('SIGKILL');
+      await exited(b.child);
+      write(N / 2 + 1, N);
+      const killed = before.events.length < N;
+      const sent = await Promise.all(replies);
+      expect(sent.every((r: { result?: unknown }) => r.result !== undefined)).toBe(true);
+      expect(killed).toBe(true);
+      const beforeKill = before.events.slice();
+      before.close();
+      expect(beforeKill.length).toBeGreaterThan(0);
+      expect(beforeKill.length).toBeLessThan(N);
+
+      b = await spawnDaemon(args);
+      const after = await SseClient.open(b.http!, beforeKill.at(-1)!.id);
+      await after.waitFor(N - beforeKill.length, 30_000);
+      await new Promise((r) => setTimeout(r, 200)); // nothing more may come
+      const all = [...beforeKill, ...after.events].map(
+        (e) => JSON.parse(e.data).envelope.dataMessage.message as string,
+      );
+      expect(all).toEqual(Array.from({ length: N }, (_, i) => `m${i + 1}`));
+      // Event ids keep increasing across the restart.
+      const seqs = [...beforeKill, ...after.events].map((e) => Number(e.id!.split('.')[1]));
+      expect(seqs).toEqual([...seqs].sort((x, y) => x - y));
+      expect(new Set(seqs).size).toBe(N);
+      after.close();
+      sender.close();
+    } finally {
+      b.child.kill('SIGKILL');
+      await a.close();
+      tmp.cleanup();
+    }
+  }, 60_000);
+
+  it('replays from Last-Event-ID also in-process, and an id from another inbox replays everything', async () => {
+    const tmp = tmpDir();
+    const a = await startDaemon(tmp.dir, A);
+    const b = await startDaemon(tmp.dir, B);
+    try {
+      const first = await SseClient.open(b.http!);
+      const tcp = await TcpClient.connect(a.tcp!);
+      for (let i = 1; i <= 5; i++) await tcp.call('send', { recipient: B, message: `r${i}` }, i);
+      const events = await first.waitFor(5);
+      first.close();
+      const text = (evs: { data: string }[]) => evs.map((e) => JSON.parse(e.data).envelope.dataMessage.message);
+      const resumed = await SseClient.open(b.http!, events[1]!.id);
+      expect(text(await resumed.waitFor(3))).toEqual(['r3', 'r4', 'r5']);
+      resumed.close();
+      const foreign = await SseClient.open(b.http!, 'deadbeef.3');
+      expect(text(await foreign.waitFor(5))).toEqual(['r1', 'r2', 'r3', 'r4', 'r5']);
+      foreign.close();
+      // Without Last-Event-ID a stream starts at the present.
+      const fresh = await SseClient.open(b.http!);
+      await tcp.call('send', { recipient: B, message: 'r6' }, 6);
+      expect(text(await fresh.waitFor(1))).toEqual(['r6']);
+      fresh.close();
+      tcp.close();
+    } finally {
+      await a.close();
+      await b.close();
+      tmp.cleanup();
+    }
+  });
+
+  it('keeps at most the retained number of messages', async () => {
+    const tmp = tmpDir();
+    const a = await startDaemon(tmp.dir, A);
+    const b = await startDaemon(tmp.dir, B, { retentionMessages: 3 });
+    try {
+      const sse = await SseClient.open(b.http!);
+      const tcp = await TcpClient.connect(a.tcp!);
+      for (let i = 1; i <= 6; i++) await tcp.call('send', { recipient: B, message: `k${i}` }, i);
+      await sse.waitFor(6);
+      sse.close();
+      b.inbox.prune();
+      expect(b.inbox.size).toBe(3);
+      const replay = await SseClient.open(b.http!, '0');
+      const got = (await replay.waitFor(3)).map((e) => JSON.parse(e.data).envelope.dataMessage.message);
+      expect(got).toEqual(['k4', 'k5', 'k6']);
+      replay.close();
+      tcp.close();
+    } finally {
+      await a.close();
+      await b.close();
+      tmp.cleanup();
+    }
+  });
+
+  it('sends SSE keep-alive comments', async () => {
+    const tmp = tmpDir();
+    const d = await startDaemon(tmp.dir, A, { sseKeepaliveMs: 50 });
+    try {
+      const sse = await SseClient.open(d.http!);
+      expect(sse.status).toBe(200);
+      expect(sse.headers['content-type']).toMatch(/^text\/event-stream/);
+      await new Promise((r) => setTimeout(r, 180));
+      expect(sse.comments).toBeGreaterThanOrEqual(2);
+      sse.close();
+    } finally {
+      await d.close();
+      tmp.cleanup();
+    }
+  });
+});
