@@ -29,7 +29,23 @@ const program = new Command(BIN)
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
   .addOption(opt('-a, --account <number>', 'the account to serve, E.164 (e.g. +15550000001)').makeOptionMandatory())
-  .addOption(opt('--backend <kind>', 'messaging network: local').choices(['local', 'signal-cli']).default('local'))
+  .addOption(
+    opt('--backend <kind>', 'messaging network: local (embedded) or signal-cli (real Signal)')
+      .choices(['local', 'signal-cli'])
+      .default('local'),
+  )
+  .addOption(opt('--signal-cli <path>', 'the signal-cli program (signal-cli backend)').default('signal-cli'))
+  .addOption(opt('--signal-cli-config <dir>', "signal-cli's --config directory (default: signal-cli's own)"))
+  .addOption(
+    opt('--signal-cli-arg <arg>', 'one more argument for signal-cli before jsonRpc (repeatable)').argParser(
+      (v: string, prev: string[] | undefined) => [...(prev ?? []), v],
+    ),
+  )
+  .addOption(
+    opt('--call-timeout <s>', 'signal-cli backend: a call not answered in this time fails with -3')
+      .argParser(int(1))
+      .default(DEFAULTS.signalCli.callTimeoutMs / 1000),
+  )
   .addOption(
     opt('--http <addr>', 'HTTP listener HOST:PORT, or off')
       .argParser(listenAddr)
@@ -99,6 +115,14 @@ const program = new Command(BIN)
       linkTimeoutMs: o.linkTimeout * 1000,
       shutdownGraceMs: o.shutdownGrace * 1000,
       maxConnections: o.maxConnections,
+      signalCli: {
+        program: o.signalCli,
+        configDir: o.signalCliConfig,
+        // From the environment the list is one string: split it on whitespace.
+        extraArgs:
+          typeof o.signalCliArg === 'string' ? o.signalCliArg.split(/\s+/).filter(Boolean) : (o.signalCliArg ?? []),
+        callTimeoutMs: o.callTimeout * 1000,
+      },
       logger,
     });
     let signals = 0;

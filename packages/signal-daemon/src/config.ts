@@ -42,7 +42,22 @@ export interface DaemonConfig {
   readonly shutdownGraceMs: number;
   /** Most simultaneous TCP connections and SSE streams (each). */
   readonly maxConnections: number;
+  readonly signalCli: SignalCliConfig;
   readonly logger: Logger;
+}
+
+/** How the signal-cli backend runs and supervises its child. */
+export interface SignalCliConfig {
+  readonly program: string;
+  readonly configDir?: string | undefined;
+  readonly extraArgs: readonly string[];
+  readonly callTimeoutMs: number;
+  readonly pingIntervalMs: number;
+  readonly pingTimeoutMs: number;
+  readonly startTimeoutMs: number;
+  readonly restartInitialMs: number;
+  readonly restartMaxMs: number;
+  readonly stopTimeoutMs: number;
 }
 
 export const DEFAULTS = {
@@ -56,6 +71,17 @@ export const DEFAULTS = {
   maxConnections: 1024,
   http: DAEMON_HTTP,
   tcp: DAEMON_TCP,
+  signalCli: {
+    program: 'signal-cli',
+    extraArgs: [] as string[],
+    callTimeoutMs: 60_000,
+    pingIntervalMs: 30_000,
+    pingTimeoutMs: 20_000,
+    startTimeoutMs: 90_000,
+    restartInitialMs: 1_000,
+    restartMaxMs: 60_000,
+    stopTimeoutMs: 5_000,
+  } satisfies SignalCliConfig,
 };
 
 /** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
@@ -64,7 +90,10 @@ export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
   return join(xdg?.startsWith('/') ? xdg : join(homedir(), '.local', 'share'), 'vigil');
 }
 
-export type DaemonOptions = Partial<DaemonConfig> & { readonly account: string };
+export type DaemonOptions = Partial<Omit<DaemonConfig, 'signalCli'>> & {
+  readonly account: string;
+  readonly signalCli?: Partial<SignalCliConfig>;
+};
 
 /** Fills defaults and checks the configuration; throws ConfigError with a one-line reason. */
 export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonConfig {
@@ -90,12 +119,10 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     logger,
     ...stripUndefined(options),
     account: options.account,
+    signalCli: { ...DEFAULTS.signalCli, ...stripUndefined(options.signalCli ?? {}) },
   };
   if (config.backend !== 'local' && config.backend !== 'signal-cli') {
     throw new ConfigError(`invalid backend "${config.backend}": expected local or signal-cli`);
-  }
-  if (config.backend === 'signal-cli') {
-    throw new ConfigError('the signal-cli backend is not available in this version; use --backend local');
   }
   if (config.receiveMode !== 'on-start' && config.receiveMode !== 'manual') {
     throw new ConfigError(`invalid receive mode "${config.receiveMode}": expected on-start or manual`);
@@ -117,6 +144,8 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   positive('link-timeout', config.linkTimeoutMs, 1);
   positive('shutdown-grace', config.shutdownGraceMs, 0);
   positive('max-connections', config.maxConnections, 1);
+  positive('call-timeout', config.signalCli.callTimeoutMs, 1);
+  if (config.signalCli.program.trim() === '') throw new ConfigError('--signal-cli must name a program');
   return config;
 }
 

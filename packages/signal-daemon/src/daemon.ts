@@ -1,6 +1,13 @@
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
-import { type DaemonStatus, formatHostPort, type HostPort, RpcErrorCode } from '@vigil/shared-types';
+import { join } from 'node:path';
+import {
+  type DaemonStatus,
+  formatHostPort,
+  type HostPort,
+  RpcErrorCode,
+  SEND_SUCCEEDED_LOG,
+} from '@vigil/shared-types';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
 import { ConfigError, invalidParams, RpcFailure } from './errors.js';
@@ -9,11 +16,15 @@ import { LocalBackend } from './localnet/backend.js';
 import { createLogger, type Logger } from './logger.js';
 import { asParams, optInt } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
+import { SignalCliBackend } from './signalcli/backend.js';
+import { openDatabase } from './sqlite.js';
 import { HttpTransport } from './transports/http.js';
 import { type TcpConnection, TcpTransport } from './transports/tcp.js';
 import { VERSION } from './version.js';
 
 const PRUNE_INTERVAL_MS = 60_000;
+/** Methods whose success is an outbound send. */
+const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
 
 export interface DaemonHandle {
   readonly config: DaemonConfig;
@@ -76,27 +87,48 @@ export async function start(
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
+  const retention = { hours: config.retentionHours, messages: config.retentionMessages };
   let inbox: Inbox | undefined;
-  let backend: LocalBackend;
+  let backend: Backend;
   try {
-    backend = new LocalBackend({
-      account: config.account,
-      profileName: config.profileName,
-      localnet: config.localnet,
-      dataDir: config.dataDir,
-      linkTimeoutMs: config.linkTimeoutMs,
-      maxAttachmentBytes: config.maxRequestBytes,
-      logger,
-      inbox: (db) => {
-        inbox = new Inbox(db, config.account, { hours: config.retentionHours, messages: config.retentionMessages });
-        return inbox;
-      },
-    });
+    if (config.backend === 'local') {
+      backend = new LocalBackend({
+        account: config.account,
+        profileName: config.profileName,
+        localnet: config.localnet,
+        dataDir: config.dataDir,
+        linkTimeoutMs: config.linkTimeoutMs,
+        maxAttachmentBytes: config.maxRequestBytes,
+        logger,
+        // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
+        inbox: (db) => {
+          inbox = new Inbox(db, config.account, retention);
+          return inbox;
+        },
+      });
+    } else {
+      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention);
+      backend = new SignalCliBackend({
+        ...config.signalCli,
+        account: config.account,
+        linkTimeoutMs: config.linkTimeoutMs,
+        maxLineBytes: Math.max(config.maxRequestBytes, 64 * 1024 * 1024),
+        inbox,
+        logger,
+      });
+    }
   } catch (err) {
-    throw new ConfigError(`cannot open the local network ${config.localnet}: ${(err as Error).message}`);
+    const where =
+      config.backend === 'local' ? `the local network ${config.localnet}` : `the inbox in ${config.dataDir}`;
+    throw new ConfigError(`cannot open ${where}: ${(err as Error).message}`);
   }
   const box = inbox!;
   box.prune();
+  let lastInboundMessageAt: number | null = null;
+  let lastOutboundSendAt: number | null = null;
+  box.on('appended', () => {
+    lastInboundMessageAt = Date.now();
+  });
   const pruner = setInterval(() => {
     try {
       box.prune();
@@ -126,15 +158,27 @@ export async function start(
           return {};
         }
         default:
-          if (backend.methods.has(method)) {
-            if (backend.state() !== 'serving') {
+          if (backend.handles(method)) {
+            if (backend.state() === 'down') {
               throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
             }
-            return backend.call(method, params);
+            const result = await backend.call(method, params);
+            if (OUTBOUND.has(method)) outbound(method, result);
+            return result;
           }
       }
       throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
     };
+
+  /** Every successful outbound send is logged as one record (the health check reads them). */
+  const outbound = (method: string, result: unknown) => {
+    const r = result as { timestamp?: number; results?: { type?: string }[] } | null;
+    const results = Array.isArray(r?.results) ? r.results : [];
+    const delivered = results.filter((x) => x.type === 'SUCCESS').length;
+    if (results.length > 0 && delivered === 0) return;
+    lastOutboundSendAt = Date.now();
+    logger.info(SEND_SUCCEEDED_LOG, { method, timestamp: r?.timestamp, recipients: results.length, delivered });
+  };
 
   const status = (): DaemonStatus => ({
     version: VERSION,
@@ -142,8 +186,8 @@ export async function start(
     backend: { kind: backend.kind, state: backend.state() },
     uptimeS: Math.round((Date.now() - startedAt) / 1000),
     consumers: { sse: http?.streams.size ?? 0, tcp: tcp?.connections.size ?? 0 },
-    lastOutboundSendAt: backend.lastOutboundSendAt,
-    lastInboundMessageAt: backend.lastInboundMessageAt,
+    lastOutboundSendAt,
+    lastInboundMessageAt,
   });
 
   const http = config.http
@@ -191,7 +235,7 @@ export async function start(
     http: httpAddr ? formatHostPort(httpAddr) : 'off',
     tcp: tcpAddr ? formatHostPort(tcpAddr) : 'off',
     receiveMode: config.receiveMode,
-    localnet: config.localnet,
+    ...(config.backend === 'local' ? { localnet: config.localnet } : { signalCli: config.signalCli.program }),
     dataDir: config.dataDir,
     pid: process.pid,
     version: VERSION,

@@ -59,10 +59,7 @@ const METHODS = [
  */
 export class LocalBackend implements Backend {
   readonly kind = 'local' as const;
-  readonly methods: ReadonlySet<string> = new Set(METHODS);
   readonly inbox: Inbox;
-  lastOutboundSendAt: number | null = null;
-  lastInboundMessageAt: number | null = null;
 
   private readonly store: NetworkStore;
   private readonly me: AccountRow;
@@ -92,6 +89,10 @@ export class LocalBackend implements Backend {
     }
     this.poll = setInterval(() => this.scheduleDelivery(), POLL_MS);
     this.poll.unref();
+  }
+
+  handles(method: string): boolean {
+    return (METHODS as readonly string[]).includes(method);
   }
 
   state(): BackendState {
@@ -176,7 +177,6 @@ export class LocalBackend implements Backend {
         this.store.deleteMailUpTo(this.me.number, lastId);
         for (const e of accepted) if (e.sourceNumber) this.store.addContact(this.me.number, e.sourceNumber);
       });
-      if (accepted.length > 0) this.lastInboundMessageAt = Date.now();
       if (accepted.length < envelopes.length) {
         this.o.logger.info('dropped messages from blocked senders', { count: envelopes.length - accepted.length });
       }
@@ -254,8 +254,6 @@ export class LocalBackend implements Backend {
       const why = [...new Set(results.map((r) => r.type))].join(', ');
       throw userError(`Failed to send ${what}: ${why}`, { response: result });
     }
-    this.lastOutboundSendAt = Date.now();
-    this.o.logger.info('send succeeded', { kind: what, timestamp, recipients: results.length, delivered: ok });
     return result;
   }
 

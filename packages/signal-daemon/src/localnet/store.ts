@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import type { Envelope } from '@vigil/shared-types';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDatabase } from '../sqlite.js';
 
 /**
  * The local network: one SQLite file (WAL) shared by every daemon of the user. It holds the
@@ -49,24 +48,12 @@ export interface AttachmentRow {
   readonly data: Buffer;
 }
 
-export function openNetworkDb(file: string): Database.Database {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  // NORMAL in WAL mode: a commit survives a crash of the process (kill -9); only a power loss
-  // can undo the last commits.
-  db.pragma('synchronous = NORMAL');
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  return db;
-}
-
 export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
   constructor(readonly file: string) {
-    this.db = openNetworkDb(file);
+    this.db = openDatabase(file);
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS accounts (
