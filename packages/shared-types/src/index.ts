@@ -3,6 +3,7 @@ export * from './guardian.js';
 export * from './health.js';
 export * from './inference.js';
 export * from './jsonrpc.js';
+export * from './log.js';
 export * from './messaging.js';
 export * from './net.js';
 export * from './process.js';

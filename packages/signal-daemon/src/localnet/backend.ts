@@ -235,7 +235,7 @@ export class LocalBackend implements Backend {
       deliveries.push({ recipient: number, envelope });
       results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'SUCCESS' });
     }
-    this.store.post(deliveries);
+    this.store.post(this.me.number, deliveries);
     if (deliveries.some((d) => d.recipient === this.me.number)) this.scheduleSelfDelivery();
     return results;
   }
@@ -279,10 +279,7 @@ export class LocalBackend implements Backend {
     });
     const results: SendResultEntry[] = [];
     if (recipients.length > 0) {
-      const direct = this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() }));
-      for (const r of direct)
-        if (r.type === 'SUCCESS') this.store.addContact(this.me.number, r.recipientAddress.number!);
-      results.push(...direct);
+      results.push(...this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() })));
     }
     for (const groupId of groupIds) {
       const group = this.memberGroup(groupId);

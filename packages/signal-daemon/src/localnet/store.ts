@@ -11,6 +11,9 @@ import { openDatabase } from '../sqlite.js';
  */
 
 const SCHEMA_VERSION = 1;
+const CHECKPOINT_MS = 1000;
+const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
+const BUSY_TIMEOUT_MS = 5000;
 
 export interface AccountRow {
   readonly number: string;
@@ -52,8 +55,35 @@ export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
+  private readonly checkpointer: NodeJS.Timeout;
+  private readonly pageSize: number;
+
   constructor(readonly file: string) {
     this.db = openDatabase(file);
+    this.pageSize = this.db.pragma('page_size', { simple: true }) as number;
+    // Several daemons write this file all the time, so SQLite's automatic checkpoint rarely
+    // completes and is retried, with fsyncs, at nearly every commit; and readers that never all
+    // stop keep the WAL from ever starting over. Instead each daemon checkpoints once a second:
+    // passively, and with a truncation (at most 10 ms of waiting for readers) once the WAL is large.
+    this.db.pragma('wal_autocheckpoint = 0');
+    this.db.pragma(`journal_size_limit = ${WAL_LIMIT_BYTES}`);
+    this.checkpointer = setInterval(() => {
+      try {
+        const [r] = this.db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+        if (r && r.log * this.pageSize > WAL_LIMIT_BYTES) {
+          // Wait for readers at most a few ms (this blocks the event loop); else next second.
+          this.db.pragma('busy_timeout = 10');
+          try {
+            this.db.pragma('wal_checkpoint(TRUNCATE)');
+          } finally {
+            this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+          }
+        }
+      } catch {
+        // busy or closing: the next tick tries again
+      }
+    }, CHECKPOINT_MS);
+    this.checkpointer.unref();
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS accounts (
@@ -158,12 +188,19 @@ export class NetworkStore {
     return this.s.accounts.all() as AccountRow[];
   }
 
-  /** Posts envelopes to mailboxes, all in one transaction. */
-  post(deliveries: readonly { recipient: string; envelope: Envelope }[]): void {
+  /**
+   * Posts envelopes to mailboxes and records the recipients as the sender's contacts, all in one
+   * transaction (one write lock per send: the file is shared with other daemons).
+   */
+  post(sender: string, deliveries: readonly { recipient: string; envelope: Envelope }[]): void {
+    if (deliveries.length === 0) return;
     const now = Date.now();
     this.db
       .transaction(() => {
-        for (const d of deliveries) this.s.post.run(d.recipient, JSON.stringify(d.envelope), now);
+        for (const d of deliveries) {
+          this.s.post.run(d.recipient, JSON.stringify(d.envelope), now);
+          if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
+        }
       })
       .immediate();
   }
@@ -300,6 +337,7 @@ export class NetworkStore {
   }
 
   close(): void {
+    clearInterval(this.checkpointer);
     this.db.close();
   }
 }

@@ -1,0 +1,854 @@
+#!/usr/bin/env node
+// Benchmark of the messaging daemon against a bare Node server ("the limit"), all in one run so
+// the ratios mean something. Run `pnpm build` first, then:
+//
+//   node packages/signal-daemon/bench/daemon.bench.mjs [--json] [--quick] [--only=tcp,http,sse]
+//
+// It starts, as child processes (so the load generator here does not share their event loop):
+// a bare server (bare-server.mjs: JSON.parse + JSON.stringify, TCP and HTTP) and two daemons,
+// A (+15550000001) and B (+15550000002), through the CLI, sharing one local network file in a
+// temporary directory. Then, each with a warm-up before a fixed measuring time (the `version`
+// loads in 3 rounds, bare server and daemon alternating, the median reported):
+//
+//   1. `version` over TCP, 50 connections x 1 call in flight, then 50 x 8 (pipelined lines);
+//   2. `version` over HTTP, 50 keep-alive connections x 1 call in flight (raw sockets, so the
+//      client costs little);
+//   3. send -> SSE: `send` to A over TCP at a paced 1,000 msg/s, each message carrying its send
+//      time, read from B's event stream: latency p50/p99; then as fast as 16 calls in flight
+//      allow: messages/s, and every sent message must arrive exactly once.
+//
+// The same loads run against the bare server (for send -> SSE: its in-process fan-out, with no
+// storage and no second process). Besides rates and latencies it reports the servers' CPU per
+// call (from /proc): on a small machine the load generator and the server share the cores, so
+// rates can be bound by the machine while CPU per call still shows what the daemon costs.
+// It prints one table (measure | vigil | baseline | ratio | goal | met) and with --json a JSON
+// summary after it. Goals missed are reported, not hidden; the exit code is 0 when the run
+// completed (goals met or not) and 1 when it could not run.
+//
+// Traffic goes only to 127.0.0.1. Every phase is bounded in time and in count, the whole run by
+// a watchdog; child processes and the temporary directory are removed at the end, also on error.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { request } from 'node:http';
+import { connect, createServer } from 'node:net';
+import { availableParallelism, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CLI = join(HERE, '..', 'bin', 'signal-daemon.js');
+const DIST = join(HERE, '..', 'dist', 'cli.js');
+const BARE = join(HERE, 'bare-server.mjs');
+const HOST = '127.0.0.1';
+const ACCOUNT_A = '+15550000001';
+const ACCOUNT_B = '+15550000002';
+
+const args = process.argv.slice(2);
+const JSON_OUT = args.includes('--json');
+const QUICK = args.includes('--quick');
+/** --only=tcp,http,sse runs only those parts (all by default). */
+const ONLY = new Set(
+  (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse').split(',').filter((x) => x !== ''),
+);
+
+/** `version` loads: ROUNDS rounds, bare and daemon alternating, each a warm-up and a measuring window; medians reported. */
+const ROUNDS = 3;
+const WARMUP_MS = QUICK ? 200 : 500;
+const MEASURE_MS = QUICK ? 500 : 1500;
+const SSE_WARMUP_MS = QUICK ? 300 : 1000;
+const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
+const PACED_RATE = 1000; // messages per second
+const MAX_IN_FLIGHT_SEND = 16;
+/** Bounds on every loop: calls per load phase, messages per send phase, latency samples kept. */
+const MAX_CALLS = 5_000_000;
+const MAX_MESSAGES = 1_000_000;
+const MAX_SAMPLES = 2_000_000;
+/** After a phase: how long the calls and messages under way may take to come back. */
+const DRAIN_MS = 15_000;
+const START_TIMEOUT_MS = 15_000;
+const RUN_TIMEOUT_MS = 175_000;
+
+const T0 = process.hrtime.bigint();
+/** Nanoseconds since the start of the run, as a Number (exact for ~100 days). */
+const now = () => Number(process.hrtime.bigint() - T0);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
+
+// ---- child processes and cleanup ----------------------------------------------------------
+
+const children = new Set();
+let tmp = null;
+let cleaned = false;
+
+function spawnNode(argv) {
+  const child = spawn(process.execPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const out = { text: '' };
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stdout.on('data', (d) => {
+    out.text = (out.text + d).slice(-8000);
+  });
+  child.stderr.on('data', (d) => {
+    out.text = (out.text + d).slice(-8000);
+  });
+  child.stdin.on('error', () => {});
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  child.on('error', () => children.delete(child));
+  return { child, out };
+}
+
+const exited = (child) => child.exitCode !== null || child.signalCode !== null;
+
+async function stopChild(child) {
+  if (exited(child)) return;
+  const gone = once(child, 'exit');
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+  await gone;
+  clearTimeout(t);
+}
+
+async function cleanup() {
+  if (cleaned) return;
+  cleaned = true;
+  await Promise.all([...children].map((c) => stopChild(c).catch(() => {})));
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+  tmp = null;
+}
+
+process.on('exit', () => {
+  for (const c of children) if (!exited(c)) c.kill('SIGKILL');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    log(`${signal}: stopping`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+
+// ---- starting the servers -----------------------------------------------------------------
+
+async function startBare() {
+  const { child, out } = spawnNode([BARE]);
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const nl = out.text.indexOf('\n');
+    if (nl >= 0) return { child, ...JSON.parse(out.text.slice(0, nl)) };
+    if (exited(child)) break;
+    await sleep(20);
+  }
+  throw new Error(`the bare server did not start: ${out.text.trim() || 'no output'}`);
+}
+
+/** A port free on 127.0.0.1 right now (the daemon is started with --log-level warn, so it does not print its port). */
+async function freePort() {
+  const s = createServer();
+  s.listen(0, HOST);
+  await once(s, 'listening');
+  const { port } = s.address();
+  s.close();
+  await once(s, 'close');
+  return port;
+}
+
+function httpStatus(port, path) {
+  return new Promise((resolve) => {
+    const req = request({ host: HOST, port, path, method: 'GET', agent: false, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+async function startDaemon(account, localnet, dataDir) {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const http = await freePort();
+    const tcp = await freePort();
+    const { child, out } = spawnNode([
+      CLI,
+      ...['--account', account, '--http', `${HOST}:${http}`, '--tcp', `${HOST}:${tcp}`],
+      ...['--localnet', localnet, '--data-dir', dataDir, '--log-level', 'warn', '--shutdown-grace', '1'],
+    ]);
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    while (Date.now() < deadline && !exited(child)) {
+      if ((await httpStatus(http, '/api/v1/check')) === 200) return { child, http, tcp, out };
+      await sleep(50);
+    }
+    if (!exited(child)) await stopChild(child);
+    if (!/already in use/.test(out.text) || attempt === 3) {
+      throw new Error(`daemon ${account} did not start: ${out.text.trim() || 'no output'}`);
+    }
+    log(`daemon ${account}: port taken, trying other ports`);
+  }
+  throw new Error('unreachable');
+}
+
+// ---- clients --------------------------------------------------------------------------------
+
+function openSocket(port) {
+  return new Promise((resolve, reject) => {
+    const sock = connect({ host: HOST, port });
+    sock.setNoDelay(true);
+    sock.once('connect', () => {
+      sock.off('error', reject);
+      resolve(sock);
+    });
+    sock.once('error', reject);
+  });
+}
+
+/** Newline-delimited JSON over TCP: calls onLine for every complete line. */
+async function lineClient(port, onLine) {
+  const sock = await openSocket(port);
+  sock.setEncoding('utf8');
+  let buf = '';
+  sock.on('data', (chunk) => {
+    buf += chunk;
+    let start = 0;
+    for (;;) {
+      const nl = buf.indexOf('\n', start);
+      if (nl < 0) break;
+      onLine(buf.slice(start, nl));
+      start = nl + 1;
+    }
+    buf = start >= buf.length ? '' : buf.slice(start);
+  });
+  sock.on('error', () => {});
+  return sock;
+}
+
+/** HTTP/1.1 keep-alive over a raw socket: calls onResponse(status, body) per response (content-length only). */
+async function httpClient(port, onResponse) {
+  const sock = await openSocket(port);
+  sock.setEncoding('latin1'); // byte = char, so content-length counts characters
+  let buf = '';
+  let need = -1;
+  let status = 0;
+  sock.on('data', (chunk) => {
+    buf += chunk;
+    for (;;) {
+      if (need < 0) {
+        const h = buf.indexOf('\r\n\r\n');
+        if (h < 0) break;
+        const head = buf.slice(0, h);
+        status = Number(head.slice(9, 12));
+        const m = /\r\ncontent-length:[ \t]*(\d+)/i.exec(head);
+        if (!m) {
+          sock.destroy(new Error(`response without content-length: ${head.split('\r\n')[0]}`));
+          return;
+        }
+        need = Number(m[1]);
+        buf = buf.slice(h + 4);
+      }
+      if (buf.length < need) break;
+      const body = buf.slice(0, need);
+      buf = buf.slice(need);
+      need = -1;
+      onResponse(status, body);
+    }
+  });
+  sock.on('error', () => {});
+  return sock;
+}
+
+/** The `"id":N` of a reply line or body, NaN when none. */
+function replyId(text) {
+  const k = text.lastIndexOf('"id":');
+  return k < 0 ? Number.NaN : Number.parseInt(text.slice(k + 5), 10);
+}
+
+/** An SSE client: onEvent(dataJsonText, arrivalNs) for every event with data. */
+function sseClient(port, onEvent) {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: HOST,
+        port,
+        path: '/api/v1/events',
+        method: 'GET',
+        agent: false,
+        headers: { accept: 'text/event-stream' },
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          reject(new Error(`event stream: HTTP ${res.statusCode}`));
+          return;
+        }
+        res.socket.setNoDelay(true);
+        res.setEncoding('utf8');
+        let buf = '';
+        res.on('data', (chunk) => {
+          const t = now();
+          buf += chunk;
+          let start = 0;
+          for (;;) {
+            const end = buf.indexOf('\n\n', start);
+            if (end < 0) break;
+            const block = buf.slice(start, end);
+            start = end + 2;
+            const d = block.startsWith('data:') ? 0 : block.indexOf('\ndata:');
+            if (d >= 0) {
+              const from = d === 0 ? 5 : d + 6;
+              const to = block.indexOf('\n', from);
+              onEvent(block.slice(from, to < 0 ? undefined : to), t);
+            }
+          }
+          buf = start >= buf.length ? '' : buf.slice(start);
+        });
+        res.on('error', () => {});
+        resolve({ close: () => req.destroy() });
+      },
+    );
+    req.on('error', reject);
+    req.setTimeout(START_TIMEOUT_MS, () => req.destroy(new Error('event stream: no answer')));
+    req.end();
+  });
+}
+
+// ---- statistics -----------------------------------------------------------------------------
+
+/** Latency samples in nanoseconds → {p50, p99, max} in milliseconds (nearest rank). */
+function percentiles(samples, n) {
+  if (n === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
+  const a = samples.subarray(0, n).sort();
+  const at = (q) => a[Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))] / 1e6;
+  return { p50: at(0.5), p99: at(0.99), max: a[n - 1] / 1e6 };
+}
+
+/** Per field, the median over rounds (counts summed); the rounds themselves kept under `rounds`. */
+function medianOfRuns(runs) {
+  const median = (xs) => {
+    const a = xs.filter(Number.isFinite).sort((x, y) => x - y);
+    return a.length === 0 ? Number.NaN : a[(a.length - 1) >> 1];
+  };
+  const pick = (f) => median(runs.map(f));
+  return {
+    rps: pick((x) => x.rps),
+    p50: pick((x) => x.p50),
+    p99: pick((x) => x.p99),
+    max: pick((x) => x.max),
+    calls: runs.reduce((t, x) => t + x.calls, 0),
+    errors: runs.reduce((t, x) => t + x.errors, 0),
+    unanswered: runs.reduce((t, x) => t + x.unanswered, 0),
+    cpu: {
+      serverUsPerUnit: pick((x) => x.cpu.serverUsPerUnit),
+      serverPct: pick((x) => x.cpu.serverPct),
+      loaderPct: pick((x) => x.cpu.loaderPct),
+    },
+    rounds: runs,
+  };
+}
+
+const CLK_TCK = 100; // USER_HZ: 100 on every mainstream Linux
+/** CPU time (ms) used so far by these processes (Linux /proc; NaN elsewhere), and by this one. */
+function cpuMs(pids) {
+  let ticks = 0;
+  try {
+    for (const pid of pids) {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime + stime
+    }
+  } catch {
+    return { servers: Number.NaN, loader: loaderCpuMs() };
+  }
+  return { servers: ticks * (1000 / CLK_TCK), loader: loaderCpuMs() };
+}
+const loaderCpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+/** CPU while measuring: servers' µs per unit of work, and the % of one core used by servers and by this load generator. */
+function cpuBetween(c1, c2, seconds, units) {
+  const servers = c2.servers - c1.servers;
+  return {
+    serverUsPerUnit: units > 0 ? (servers * 1000) / units : Number.NaN,
+    serverPct: servers / 10 / seconds,
+    loaderPct: (c2.loader - c1.loader) / 10 / seconds,
+  };
+}
+
+// ---- 1-3: closed-loop `version` load --------------------------------------------------------
+
+/**
+ * `conns` connections with `depth` calls in flight each, a new call as soon as one is answered:
+ * warm-up, then `MEASURE_MS` counting the calls answered and their latency, then drain.
+ */
+async function versionLoad({ transport, port, conns, depth, pids }) {
+  const lat = new Float64Array(MAX_SAMPLES);
+  let n = 0;
+  let phase = 'warmup';
+  let issued = 0;
+  let done = 0;
+  let errors = 0;
+  const sentAt = new Map();
+  let nextId = 1;
+  let onDrained = null;
+
+  const issue = (sock) => {
+    const id = nextId++;
+    issued++;
+    sentAt.set(id, now());
+    const body = `{"jsonrpc":"2.0","method":"version","id":${id}}`;
+    if (transport === 'tcp') sock.write(`${body}\n`);
+    else {
+      sock.write(
+        `POST /api/v1/rpc HTTP/1.1\r\nHost: ${HOST}:${port}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n${body}`,
+      );
+    }
+  };
+  const complete = (sock, text, ok) => {
+    const t = now();
+    const id = replyId(text);
+    const start = sentAt.get(id);
+    if (start === undefined) {
+      errors++;
+      return;
+    }
+    sentAt.delete(id);
+    if (!ok || !text.includes('"result"')) errors++;
+    else if (phase === 'measure') {
+      done++;
+      if (n < MAX_SAMPLES) lat[n++] = t - start;
+    }
+    if (phase !== 'stop' && issued < MAX_CALLS) issue(sock);
+    else if (sentAt.size === 0) onDrained?.();
+  };
+
+  const socks = [];
+  try {
+    for (let i = 0; i < conns; i++) {
+      const box = {};
+      box.sock =
+        transport === 'tcp'
+          ? await lineClient(port, (line) => complete(box.sock, line, true))
+          : await httpClient(port, (status, body) => complete(box.sock, body, status === 200));
+      socks.push(box.sock);
+    }
+    for (const sock of socks) for (let k = 0; k < depth; k++) issue(sock);
+    await sleep(WARMUP_MS);
+    phase = 'measure';
+    const t1 = now();
+    const c1 = cpuMs(pids);
+    await sleep(MEASURE_MS);
+    const t2 = now();
+    const c2 = cpuMs(pids);
+    phase = 'stop';
+    if (sentAt.size > 0) {
+      await new Promise((resolve) => {
+        onDrained = resolve;
+        setTimeout(resolve, DRAIN_MS);
+      });
+    }
+    const seconds = (t2 - t1) / 1e9;
+    return {
+      rps: done / seconds,
+      calls: done,
+      errors,
+      unanswered: sentAt.size,
+      ...percentiles(lat, n),
+      cpu: cpuBetween(c1, c2, seconds, done),
+    };
+  } finally {
+    for (const s of socks) s.destroy();
+  }
+}
+
+// ---- 4: send -> SSE -------------------------------------------------------------------------
+
+/**
+ * Sends `send` calls to `tcpPort`, each message `TAG:SEQ:SENDNS`, and reads them back from the
+ * event stream on `ssePort`. paced: `PACED_RATE` msg/s; otherwise MAX_IN_FLIGHT_SEND in flight.
+ */
+async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
+  const seen = new Uint8Array(MAX_MESSAGES + 1);
+  const okReply = new Uint8Array(MAX_MESSAGES + 1);
+  const measured = new Uint8Array(MAX_MESSAGES + 1);
+  const lat = new Float64Array(MAX_SAMPLES);
+  let n = 0;
+  const sentAt = new Float64Array(MAX_MESSAGES + 1);
+  const ackLat = new Float64Array(MAX_SAMPLES);
+  let ackN = 0;
+  let phase = 'warmup';
+  let seq = 0;
+  let acked = 0;
+  let failed = 0;
+  let inFlight = 0;
+  let received = 0;
+  let duplicates = 0;
+  let strangers = 0;
+  let measuredSent = 0;
+  let measuredAcked = 0;
+  let measuredArrived = 0;
+  let lastMeasuredArrival = 0;
+  let t1 = 0;
+  let t2 = 0;
+  let c1 = null;
+  let c2 = null;
+  let sock = null;
+  let tick = null;
+  const prefix = `${tag}:`;
+
+  const sse = await sseClient(ssePort, (data, t) => {
+    let message;
+    try {
+      message = JSON.parse(data).envelope?.dataMessage?.message;
+    } catch {
+      strangers++;
+      return;
+    }
+    if (typeof message !== 'string' || !message.startsWith(prefix)) {
+      strangers++;
+      return;
+    }
+    const [, s, sentNs] = message.split(':');
+    const k = Number(s);
+    if (!(k >= 1 && k <= MAX_MESSAGES)) {
+      strangers++;
+      return;
+    }
+    if (seen[k] > 0) {
+      duplicates++;
+      return;
+    }
+    seen[k] = 1;
+    received++;
+    if (measured[k]) {
+      measuredArrived++;
+      lastMeasuredArrival = t;
+      if (n < MAX_SAMPLES) lat[n++] = t - Number(sentNs);
+    }
+  });
+
+  const send = () => {
+    seq++;
+    inFlight++;
+    const t = now();
+    sentAt[seq] = t;
+    if (phase === 'measure') {
+      measured[seq] = 1;
+      measuredSent++;
+    }
+    sock.write(
+      `{"jsonrpc":"2.0","method":"send","params":{"recipient":["${ACCOUNT_B}"],"message":"${prefix}${seq}:${t}"},"id":${seq}}\n`,
+    );
+  };
+  const canSend = () => phase !== 'stop' && seq < MAX_MESSAGES;
+  try {
+    sock = await lineClient(tcpPort, (line) => {
+      const t = now();
+      const id = replyId(line);
+      if (!(id >= 1 && id <= seq)) return; // a notification, not a reply
+      inFlight--;
+      if (line.includes('"result"')) {
+        acked++;
+        okReply[id] = 1;
+        if (measured[id]) {
+          measuredAcked++;
+          if (ackN < MAX_SAMPLES) ackLat[ackN++] = t - sentAt[id];
+        }
+      } else {
+        failed++;
+        if (failed <= 3) log(`send failed: ${line.slice(0, 300)}`);
+      }
+      if (!paced && canSend()) send();
+    });
+    await sleep(100); // the stream is open on the server before the first message
+
+    const start = now();
+    if (paced) {
+      // Each tick sends what is due at PACED_RATE since the start (at most 20 at once: a stalled
+      // tick drops the rest rather than bursting, so the achieved rate is reported below).
+      let slots = 0;
+      const pace = () => {
+        if (!canSend()) return;
+        let due = Math.floor(((now() - start) / 1e9) * PACED_RATE) - slots;
+        if (due > 20) {
+          slots += due - 20;
+          due = 20;
+        }
+        for (let i = 0; i < due; i++) send();
+        slots += Math.max(0, due);
+        tick = setTimeout(pace, 1);
+      };
+      pace();
+    } else {
+      for (let i = 0; i < MAX_IN_FLIGHT_SEND; i++) send();
+    }
+    await sleep(SSE_WARMUP_MS);
+    phase = 'measure';
+    t1 = now();
+    c1 = cpuMs(pids);
+    await sleep(SSE_MEASURE_MS);
+    t2 = now();
+    c2 = cpuMs(pids);
+    phase = 'stop';
+    clearTimeout(tick);
+    // Every acknowledged message must arrive: wait for the replies and the events (bounded).
+    const deadline = Date.now() + DRAIN_MS;
+    while (Date.now() < deadline && (inFlight > 0 || received < acked)) await sleep(10);
+    await sleep(200); // a late duplicate would show up here
+  } finally {
+    clearTimeout(tick);
+    sock?.destroy();
+    sse.close();
+  }
+  // Lost: answered with a result but never on the stream; unasked: on the stream though the call failed.
+  let lost = 0;
+  let unasked = 0;
+  for (let k = 1; k <= seq; k++) {
+    if (okReply[k] && !seen[k]) lost++;
+    else if (!okReply[k] && seen[k]) unasked++;
+  }
+  const measureS = (t2 - t1) / 1e9;
+  const deliveryS = measuredArrived > 0 ? (lastMeasuredArrival - t1) / 1e9 : Number.NaN;
+  return {
+    sendRate: measuredSent / measureS,
+    ackRate: measuredAcked / measureS,
+    // Messages sent while measuring, over the time from the start of measuring to the last of them arriving.
+    deliveredRate: measuredArrived / Math.max(deliveryS, measureS),
+    sent: seq,
+    acked,
+    failed,
+    unanswered: inFlight,
+    received,
+    lost,
+    unasked,
+    duplicates,
+    strangers,
+    measured: measuredSent,
+    ...percentiles(lat, n),
+    ack: percentiles(ackLat, ackN),
+    cpu: cpuBetween(c1, c2, measureS, measuredAcked),
+  };
+}
+
+// ---- the table ------------------------------------------------------------------------------
+
+const fmt = {
+  rate: (x) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : 'n/a'),
+  ms: (x) => (Number.isFinite(x) ? x.toFixed(x < 10 ? 3 : 1) : 'n/a'),
+  count: (x) => (Number.isFinite(x) ? String(x) : 'n/a'),
+  us: (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a'),
+};
+
+function printTable(rows) {
+  const head = ['measure', 'vigil', 'baseline', 'ratio', 'goal', 'met'];
+  const cells = rows.map((r) => [
+    r.measure,
+    r.vigilText,
+    r.baselineText,
+    Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}x` : '-',
+    r.goal ?? '-',
+    r.met === undefined ? '-' : r.met ? 'yes' : 'no',
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const line = (c) =>
+    c
+      .map((x, i) => (i === 0 ? x.padEnd(widths[i]) : x.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
+  const out = [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)];
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+// ---- the run --------------------------------------------------------------------------------
+
+async function main() {
+  if (!existsSync(DIST)) throw new Error('packages/signal-daemon/dist is missing: run `pnpm build` first');
+  tmp = mkdtempSync(join(tmpdir(), 'vigil-daemon-bench-'));
+  const localnet = join(tmp, 'net', 'localnet.sqlite');
+  log(`starting a bare server and two daemons (temporary directory ${tmp})`);
+  const bare = await startBare();
+  const a = await startDaemon(ACCOUNT_A, localnet, join(tmp, 'a'));
+  const b = await startDaemon(ACCOUNT_B, localnet, join(tmp, 'b'));
+
+  const r = {};
+  const pair = async (name, opts, ports) => {
+    const runs = { baseline: [], vigil: [] };
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Alternate the order so that neither side always runs on a machine warmed by the other.
+      for (const side of round % 2 === 1 ? ['baseline', 'vigil'] : ['vigil', 'baseline']) {
+        log(`${name}: ${side}, round ${round}/${ROUNDS}`);
+        const port = side === 'vigil' ? ports.vigil : ports.bare;
+        const pids = side === 'vigil' ? [a.child.pid, b.child.pid] : [bare.child.pid];
+        runs[side].push(await versionLoad({ ...opts, port, pids }));
+      }
+    }
+    r[name] = { vigil: medianOfRuns(runs.vigil), baseline: medianOfRuns(runs.baseline) };
+  };
+  const sse = async (name, paced) => {
+    log(`${name}: baseline`);
+    const baseline = await sendToSse({
+      tcpPort: bare.tcp,
+      ssePort: bare.http,
+      paced,
+      tag: `b${name}`,
+      pids: [bare.child.pid],
+    });
+    log(`${name}: vigil`);
+    const vigil = await sendToSse({
+      tcpPort: a.tcp,
+      ssePort: b.http,
+      paced,
+      tag: `v${name}`,
+      pids: [a.child.pid, b.child.pid],
+    });
+    r[name] = { vigil, baseline };
+  };
+  if (ONLY.has('tcp')) {
+    await pair('tcp_50x1', { transport: 'tcp', conns: 50, depth: 1 }, { bare: bare.tcp, vigil: a.tcp });
+    await pair('tcp_50x8', { transport: 'tcp', conns: 50, depth: 8 }, { bare: bare.tcp, vigil: a.tcp });
+  }
+  if (ONLY.has('http')) {
+    await pair('http_50x1', { transport: 'http', conns: 50, depth: 1 }, { bare: bare.http, vigil: a.http });
+  }
+  if (ONLY.has('sse')) {
+    await sse('sse_paced', true);
+    await sse('sse_max', false);
+  }
+  for (const [name, d] of [
+    ['A', a],
+    ['B', b],
+  ]) {
+    if (exited(d.child)) throw new Error(`daemon ${name} exited during the run: ${d.out.text.trim()}`);
+  }
+
+  // The table. ratio = vigil / baseline: above 1 is better for rates, worse for latencies and CPU.
+  const rows = [];
+  const add = (measure, v, b, format, goal, met) =>
+    rows.push({
+      measure,
+      vigil: v,
+      baseline: b,
+      vigilText: format(v),
+      baselineText: b === undefined ? '-' : format(b),
+      ratio: b === undefined || format === fmt.count ? Number.NaN : v / b,
+      goal,
+      met,
+    });
+  const loadRows = (label, key, rpsGoal, p99Goal) => {
+    if (!r[key]) return;
+    const { vigil: v, baseline: b } = r[key];
+    const ratio = v.rps / b.rps;
+    add(`${label} req/s`, v.rps, b.rps, fmt.rate, `>= ${rpsGoal}x`, ratio >= rpsGoal && v.errors === 0);
+    add(`${label} p50 ms`, v.p50, b.p50, fmt.ms);
+    add(`${label} p99 ms`, v.p99, b.p99, fmt.ms, p99Goal && `< ${p99Goal}`, p99Goal ? v.p99 < p99Goal : undefined);
+    add(`${label} server CPU us/call`, v.cpu.serverUsPerUnit, b.cpu.serverUsPerUnit, fmt.us);
+  };
+  loadRows('TCP version 50x1', 'tcp_50x1', 0.6);
+  loadRows('TCP version 50x8', 'tcp_50x8', 0.6);
+  loadRows('HTTP version 50x1', 'http_50x1', 0.4, 5);
+  const p = r.sse_paced;
+  const m = r.sse_max;
+  if (p) {
+    add('send->SSE @1000/s achieved msg/s', p.vigil.sendRate, p.baseline.sendRate, fmt.rate);
+    add('send->SSE @1000/s p50 ms', p.vigil.p50, p.baseline.p50, fmt.ms, '< 5', p.vigil.p50 < 5);
+    add('send->SSE @1000/s p99 ms', p.vigil.p99, p.baseline.p99, fmt.ms);
+    add('send reply @1000/s p50 ms', p.vigil.ack.p50, p.baseline.ack.p50, fmt.ms);
+    add('send reply @1000/s p99 ms', p.vigil.ack.p99, p.baseline.ack.p99, fmt.ms);
+  }
+  if (m) {
+    add(
+      `send->SSE max (${MAX_IN_FLIGHT_SEND} in flight) msg/s`,
+      m.vigil.deliveredRate,
+      m.baseline.deliveredRate,
+      fmt.rate,
+    );
+    add('send->SSE max p50 ms', m.vigil.p50, m.baseline.p50, fmt.ms);
+    add('send->SSE max p99 ms', m.vigil.p99, m.baseline.p99, fmt.ms);
+    add('send->SSE max server CPU us/msg', m.vigil.cpu.serverUsPerUnit, m.baseline.cpu.serverUsPerUnit, fmt.us);
+  }
+  const sides = [p, m].filter(Boolean);
+  if (sides.length > 0) {
+    const sum = (side, key) => sides.reduce((t, x) => t + x[side][key], 0);
+    const lost = sum('vigil', 'lost');
+    const dups = sum('vigil', 'duplicates');
+    const failures = sum('vigil', 'failed') + sum('vigil', 'unanswered');
+    add('send->SSE messages lost', lost, sum('baseline', 'lost'), fmt.count, '0', lost === 0);
+    add('send->SSE messages duplicated', dups, sum('baseline', 'duplicates'), fmt.count, '0', dups === 0);
+    add(
+      'send calls failed or unanswered',
+      failures,
+      sum('baseline', 'failed') + sum('baseline', 'unanswered'),
+      fmt.count,
+      '0',
+      failures === 0,
+    );
+  }
+  const notes = [];
+  for (const [key, x] of Object.entries(r)) {
+    for (const side of ['vigil', 'baseline']) {
+      const y = x[side];
+      if (y.errors > 0 || (y.unanswered ?? 0) > 0)
+        notes.push(`${key} ${side}: ${y.errors} error replies, ${y.unanswered} unanswered`);
+      if (y.strangers > 0) notes.push(`${key} ${side}: ${y.strangers} unexpected events on the stream`);
+      if (y.unasked > 0) notes.push(`${key} ${side}: ${y.unasked} messages arrived whose send call failed`);
+    }
+    if (key.endsWith('x1') || key.endsWith('x8')) {
+      const pct = (y) => `server ${Math.round(y.cpu.serverPct)}% + load generator ${Math.round(y.cpu.loaderPct)}%`;
+      notes.push(`${key} CPU of one core: vigil ${pct(x.vigil)}; baseline ${pct(x.baseline)}`);
+    }
+  }
+  try {
+    const wal = statSync(`${localnet}-wal`).size;
+    notes.push(
+      `local network WAL file at the end: ${(wal / 1e6).toFixed(1)} MB (database ${(statSync(localnet).size / 1e6).toFixed(1)} MB)`,
+    );
+  } catch {}
+  await cleanup();
+  process.stdout.write(
+    `\nsignal-daemon vs bare Node server: node ${process.version}, ${availableParallelism()} cores, ` +
+      `version loads: median of ${ROUNDS} rounds of ${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms; ` +
+      `send->SSE: ${SSE_WARMUP_MS} ms warm-up + ${SSE_MEASURE_MS} ms` +
+      `${QUICK ? ' (--quick)' : ''}\n` +
+      'ratio = vigil / baseline; server CPU: the daemons A+B (vigil) or the bare server, per call or message; ' +
+      'baseline for send->SSE: the bare server, in-process fan-out (no storage, one process)\n\n',
+  );
+  printTable(rows);
+  if (notes.length > 0) process.stdout.write(`\nnotes:\n${notes.map((x) => `  ${x}`).join('\n')}\n`);
+  const missed = rows.filter((x) => x.met === false).map((x) => x.measure);
+  process.stdout.write(missed.length === 0 ? '\nall goals met\n' : `\ngoals missed: ${missed.join('; ')}\n`);
+  if (JSON_OUT) {
+    const summary = {
+      node: process.version,
+      cores: availableParallelism(),
+      quick: QUICK,
+      rounds: ROUNDS,
+      durationsMs: { warmup: WARMUP_MS, measure: MEASURE_MS, sseWarmup: SSE_WARMUP_MS, sseMeasure: SSE_MEASURE_MS },
+      results: r,
+      table: rows.map(({ measure, vigil, baseline, ratio, goal, met }) => ({
+        measure,
+        vigil,
+        baseline: baseline ?? null,
+        ratio: Number.isFinite(ratio) ? ratio : null,
+        goal: goal ?? null,
+        met: met ?? null,
+      })),
+    };
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+  }
+}
+
+const watchdog = setTimeout(() => {
+  log(`still running after ${RUN_TIMEOUT_MS / 1000} s: stopping`);
+  cleanup().finally(() => process.exit(1));
+}, RUN_TIMEOUT_MS);
+
+try {
+  await main();
+} catch (err) {
+  log(`failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = 1;
+} finally {
+  clearTimeout(watchdog);
+  await cleanup();
+}
