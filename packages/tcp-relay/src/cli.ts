@@ -1,25 +1,147 @@
-import { ExitCode } from '@vigil/shared-types';
-import { Command, CommanderError } from 'commander';
-import { start } from './index.js';
+import {
+  ExitCode,
+  envVarFor,
+  formatHostPort,
+  parseHostPort,
+  RELAY_LISTEN,
+  RELAY_REFUSED_METHODS,
+  RELAY_TARGET,
+} from '@vigil/shared-types';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { defaultAllow, parseCidr } from './cidr.js';
+import { createLogger, LOG_LEVELS, type LogLevel } from './logger.js';
+import { BindError, startRelay } from './relay.js';
 import { VERSION } from './version.js';
 
-const program = new Command('tcp-relay')
+const BIN = 'tcp-relay';
+
+const parsed =
+  <T>(parse: (text: string) => T) =>
+  (text: string): T => {
+    try {
+      return parse(text);
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
+  };
+const seconds = (text: string) => {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n < 0)
+    throw new InvalidArgumentError('expected a number of seconds');
+  return n;
+};
+const count = (text: string) => {
+  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new InvalidArgumentError('expected a positive integer');
+  return Number(text);
+};
+const opt = (flags: string, description: string) => {
+  const o = new Option(flags, description);
+  return o.env(envVarFor(BIN, o.long ?? flags));
+};
+
+const program = new Command(BIN)
   .description("Republish the messaging daemon's TCP listener on the host-to-VM link address.")
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
+  .addOption(
+    opt('--listen <addr>', 'where guests connect (the link address)')
+      .argParser(parsed((t) => parseHostPort(t)))
+      .default(RELAY_LISTEN, formatHostPort(RELAY_LISTEN)),
+  )
+  .addOption(
+    opt('--target <addr>', "the daemon's TCP listener")
+      .argParser(parsed((t) => parseHostPort(t)))
+      .default(RELAY_TARGET, formatHostPort(RELAY_TARGET)),
+  )
+  .addOption(
+    opt('--allow <cidrs>', "sources allowed, comma-separated CIDRs (default: the link's /24 and loopback)").argParser(
+      parsed((t) =>
+        t
+          .split(',')
+          .filter((x) => x.trim())
+          .map(parseCidr),
+      ),
+    ),
+  )
+  .addOption(opt('--max-connections <n>', 'most guest connections at once').argParser(count).default(64))
+  .addOption(
+    opt('--connect-timeout <s>', 'a target that does not accept within this closes the guest connection')
+      .argParser(seconds)
+      .default(5),
+  )
+  .addOption(
+    opt('--idle-timeout <s>', 'close a connection idle this long both ways (0: never)').argParser(seconds).default(0),
+  )
+  .addOption(
+    opt(
+      '--filter <list>',
+      `off, default (${RELAY_REFUSED_METHODS.join(',')}), or a comma-separated list of refused methods`,
+    ).default('default'),
+  )
+  .addOption(
+    opt('--max-line-bytes <n>', 'longest request line from a guest when filtering')
+      .argParser(count)
+      .default(8 * 1024 * 1024),
+  )
+  .addOption(
+    opt('--watch-interval <s>', 'how often the listen address is checked, and a bind retried while it is absent')
+      .argParser(seconds)
+      .default(1),
+  )
+  .addOption(
+    opt('--shutdown-grace <s>', 'on SIGTERM, connections get this long before they are cut')
+      .argParser(seconds)
+      .default(2),
+  )
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
-  .action(async () => {
-    await start({});
+  .action(async (o) => {
+    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const filter = String(o.filter).trim();
+    const refuse =
+      filter === 'off'
+        ? null
+        : filter === 'default'
+          ? RELAY_REFUSED_METHODS
+          : filter
+              .split(',')
+              .map((m) => m.trim())
+              .filter(Boolean);
+    const relay = await startRelay({
+      listen: o.listen,
+      target: o.target,
+      allow: o.allow ?? defaultAllow(o.listen.host),
+      maxConnections: o.maxConnections,
+      connectTimeoutMs: o.connectTimeout * 1000,
+      idleTimeoutMs: o.idleTimeout * 1000,
+      refuse,
+      maxLineBytes: o.maxLineBytes,
+      bindRetryMs: Math.max(10, o.watchInterval * 1000),
+      watchIntervalMs: Math.max(10, o.watchInterval * 1000),
+      shutdownGraceMs: o.shutdownGrace * 1000,
+      logger,
+    });
+    let signals = 0;
+    const stop = (signal: string) => {
+      if (++signals > 1) process.exit(ExitCode.FAILURE);
+      logger.info('stopping', { signal });
+      relay.close().then(
+        () => process.exit(ExitCode.OK),
+        () => process.exit(ExitCode.FAILURE),
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
   });
 
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError) {
-    // --help and --version end here with exit code 0; usage errors were already printed.
     process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
   } else {
-    process.stderr.write(`tcp-relay: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = ExitCode.CONFIG;
+    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = err instanceof BindError ? ExitCode.FAILURE : ExitCode.CONFIG;
   }
 }

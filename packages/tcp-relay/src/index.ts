@@ -1,28 +1,10 @@
 /**
- * Republish the messaging daemon's TCP listener on the host-to-VM link address.
- *
- * This version has the package's command line and contracts; the service itself comes in a
- * later version, and until then `start` refuses with a clear error.
+ * The relay: republishes the messaging daemon's TCP listener on the host-to-VM link address,
+ * binding when the link appears, with an allowlist, limits and a method filter that keeps a
+ * guest from taking over the account.
  */
-
+export { allowed, type Cidr, defaultAllow, parseCidr } from './cidr.js';
+export { MethodFilter, REFUSED_CODE, type Verdict } from './filter.js';
+export { createLogger } from './logger.js';
+export { BindError, type RelayConfig, type RelayHandle, type RelayState, startRelay as start } from './relay.js';
 export { VERSION } from './version.js';
-
-export interface TcpRelayConfig {
-  readonly [key: string]: unknown;
-}
-
-export interface TcpRelayHandle {
-  close(): Promise<void>;
-}
-
-export class NotImplementedError extends Error {
-  readonly code = 'ENOTIMPL';
-  constructor(what: string) {
-    super(`${what} is not implemented in this version`);
-    this.name = 'NotImplementedError';
-  }
-}
-
-export async function start(_config: TcpRelayConfig): Promise<TcpRelayHandle> {
-  throw new NotImplementedError('tcp-relay');
-}

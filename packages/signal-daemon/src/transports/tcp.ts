@@ -74,10 +74,6 @@ export class TcpConnection {
     o.inbox.on('appended', this.onAppended);
   }
 
-  get receiving(): boolean {
-    return this.cursor !== null || this.subscriptions.size > 0;
-  }
-
   subscribe(): number {
     const id = this.nextSubscription++;
     this.subscriptions.set(id, this.o.inbox.head);
@@ -139,10 +135,9 @@ export class TcpConnection {
     }
   }
 
+  /** A peer that half-closed gets the replies to its last requests, then the connection ends. */
   private endWhenIdle(): void {
-    if (this.inFlight === 0 && this.socket.readableEnded && !this.receiving && !this.socket.writableEnded) {
-      this.socket.end();
-    }
+    if (this.inFlight === 0 && this.socket.readableEnded && !this.socket.writableEnded) this.socket.end();
   }
 
   /** Writes the events each receiver has not seen yet, while the socket takes them. */

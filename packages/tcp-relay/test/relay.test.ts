@@ -1,0 +1,258 @@
+import { spawn } from 'node:child_process';
+import { connect, createServer, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { DaemonHandle } from '../../signal-daemon/src/index.js';
+import { rpc, startDaemon } from '../../signal-daemon/test/helpers.js';
+import { parseCidr } from '../src/cidr.js';
+import { closeServer, echoServer, relay, TcpClient, tmpDir, until } from './helpers.js';
+
+const A = '+15550000001';
+const B = '+15550000002';
+
+describe('through the relay to a real signal-daemon', () => {
+  const tmp = tmpDir();
+  let a: DaemonHandle;
+  let b: DaemonHandle;
+  let r: Awaited<ReturnType<typeof relay>>;
+
+  beforeAll(async () => {
+    a = await startDaemon(tmp.dir, A);
+    b = await startDaemon(tmp.dir, B);
+    r = await relay(a.tcp!);
+  });
+  afterAll(async () => {
+    await r.close();
+    await a.close();
+    await b.close();
+    tmp.cleanup();
+  });
+
+  it('answers version, sends, and carries receive notifications', async () => {
+    expect(r.addr.host).toBe('127.0.0.2');
+    const c = await TcpClient.connect(r.addr);
+    expect(await c.call('version', undefined, 1)).toMatchObject({ id: 1, result: { version: expect.any(String) } });
+    const sent = await c.call('send', { recipient: B, message: 'from the vm' }, 2);
+    expect(sent.result.results[0].type).toBe('SUCCESS');
+    await rpc(b.http!, 'send', { recipient: A, message: 'to the vm' });
+    expect(await c.next()).toMatchObject({
+      method: 'receive',
+      params: { account: A, envelope: { sourceNumber: B, dataMessage: { message: 'to the vm' } } },
+    });
+    c.close();
+  });
+
+  it('refuses startLink with the request id and answers the next request on the same connection', async () => {
+    const c = await TcpClient.connect(r.addr);
+    c.write('{"jsonrpc":"2.0","method":"startLink","id":"evil"}\n{"jsonrpc":"2.0","method":"version","id":"next"}\n');
+    const replies = [await c.next(), await c.next()];
+    expect(replies).toContainEqual({
+      jsonrpc: '2.0',
+      error: { code: -32601, message: 'Method startLink is not available through the relay', data: null },
+      id: 'evil',
+    });
+    expect(replies).toContainEqual({ jsonrpc: '2.0', result: { version: expect.any(String) }, id: 'next' });
+    // The daemon never saw it: no link request was made.
+    expect((await rpc(a.http!, 'listDevices')).result).toHaveLength(1);
+    c.close();
+    await until('the refusal is logged', () => r.logs.some((l) => l.msg === 'method refused'));
+    await until('the connection record counts it', () =>
+      r.logs.some(
+        (l) => l.msg === 'connection closed' && (l.refusedMethods as Record<string, number>)?.startLink === 1,
+      ),
+    );
+    expect(r.stats.refusedMethods.startLink).toBeGreaterThanOrEqual(1);
+  });
+
+  it('refuses a batch that contains a refused method, as one batch reply, and passes other batches', async () => {
+    const c = await TcpClient.connect(r.addr);
+    c.write(
+      '[{"jsonrpc":"2.0","method":"version","id":1},{"jsonrpc":"2.0","method":"finishLink","params":{"deviceLinkUri":"x"},"id":2}]\n',
+    );
+    expect(await c.next()).toEqual([
+      expect.objectContaining({ id: 1, error: expect.objectContaining({ code: -32600 }) }),
+      expect.objectContaining({ id: 2, error: expect.objectContaining({ code: -32601 }) }),
+    ]);
+    c.write('[{"jsonrpc":"2.0","method":"version","id":3},{"jsonrpc":"2.0","method":"listGroups","id":4}]\r\n');
+    expect(await c.next()).toEqual([
+      { jsonrpc: '2.0', result: { version: expect.any(String) }, id: 3 },
+      { jsonrpc: '2.0', result: [], id: 4 },
+    ]);
+    c.close();
+  });
+
+  it('answers a line over the limit itself and goes on', async () => {
+    const small = await relay(a.tcp!, { maxLineBytes: 1000 });
+    const c = await TcpClient.connect(small.addr);
+    c.write(`{"jsonrpc":"2.0","method":"send","params":{"message":"${'x'.repeat(5000)}"},"id":1}\n`);
+    c.write('{"jsonrpc":"2.0","method":"version","id":2}\n');
+    const replies = [await c.next(), await c.next()];
+    expect(replies).toContainEqual(
+      expect.objectContaining({
+        id: null,
+        error: expect.objectContaining({ code: -32600, message: expect.stringContaining('1000 bytes') }),
+      }),
+    );
+    expect(replies).toContainEqual(expect.objectContaining({ id: 2, result: expect.any(Object) }));
+    c.close();
+    await small.close();
+  });
+
+  it('with the filter off, passes startLink like any other bytes', async () => {
+    const open = await relay(a.tcp!, { refuse: null });
+    const c = await TcpClient.connect(open.addr);
+    expect((await c.call('startLink', undefined, 1)).result.deviceLinkUri).toMatch(/^sgnl:/);
+    c.close();
+    await open.close();
+  });
+
+  it('answers 200 connections at once', async () => {
+    const clients = await Promise.all(Array.from({ length: 200 }, () => TcpClient.connect(r.addr)));
+    const replies = await Promise.all(clients.map((c, i) => c.call('version', undefined, i)));
+    expect(replies.map((x) => x.id)).toEqual(clients.map((_, i) => i));
+    expect(replies.every((x) => typeof x.result.version === 'string')).toBe(true);
+    for (const c of clients) c.close();
+    await until('all closed', () => r.stats.active === 0);
+  });
+});
+
+describe('half-close', () => {
+  for (const filter of ['on', 'off'] as const) {
+    it(`a guest that sends and shuts its write side still gets every reply (filter ${filter})`, async () => {
+      const echo = await echoServer();
+      const r = await relay(echo.addr, filter === 'off' ? { refuse: null } : {});
+      const sock = connect(r.addr.port, r.addr.host);
+      const payload = `${'{"jsonrpc":"2.0","method":"version","id":1}\n'.repeat(2000)}{"tail":true}`;
+      let got = '';
+      sock.setEncoding('utf8');
+      sock.on('data', (d: string) => {
+        got += d;
+      });
+      const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+      sock.end(payload);
+      await ended; // the target's FIN came back through the relay after all the bytes
+      expect(got).toBe(payload);
+      sock.destroy();
+      await r.close();
+      await closeServer(echo);
+      const rec = r.logs.find((l) => l.msg === 'connection closed');
+      expect(rec).toMatchObject({ bytesIn: payload.length, bytesOut: payload.length });
+    });
+  }
+});
+
+describe('a target that is down', () => {
+  it('closes the guest promptly with a log line, keeps serving, and works once the target is back', async () => {
+    // Find a free port, then leave it closed: the target is down.
+    const probe = await echoServer();
+    const target = probe.addr;
+    await closeServer(probe);
+    const r = await relay(target);
+    try {
+      const c = await TcpClient.connect(r.addr);
+      await until('the guest is closed', () => c.closed, 3000);
+      expect(r.logs).toContainEqual(
+        expect.objectContaining({ msg: 'connection closed', reason: 'target unreachable: ECONNREFUSED' }),
+      );
+      const back = createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
+      await new Promise<void>((resolve) => back.listen(target.port, target.host, resolve));
+      const c2 = await TcpClient.connect(r.addr);
+      c2.write('{"echo":1}\n');
+      expect(await c2.next()).toEqual({ echo: 1 });
+      c2.close();
+      await new Promise<void>((resolve) => back.close(() => resolve()));
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('gives up on a target that does not accept within the connect timeout', async () => {
+    // A listener whose accept queue is full: further connection attempts get no answer at all.
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        "const s=require('net').createServer();s.listen({port:0,host:'127.0.0.1',backlog:1},()=>{console.log(s.address().port);process.kill(process.pid,'SIGSTOP')})",
+      ],
+      { stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    const port = Number(
+      await new Promise<string>((resolve) => holder.stdout!.once('data', (d) => resolve(String(d).trim()))),
+    );
+    const fillers: Socket[] = [];
+    try {
+      for (let i = 0; i < 4; i++) fillers.push(connect(port, '127.0.0.1').on('error', () => {}));
+      await new Promise((res) => setTimeout(res, 200));
+      const r = await relay({ host: '127.0.0.1', port }, { connectTimeoutMs: 300 });
+      const c = await TcpClient.connect(r.addr);
+      await until('the guest is closed', () => c.closed, 3000);
+      expect(r.logs).toContainEqual(
+        expect.objectContaining({ msg: 'connection closed', reason: 'target did not accept within 300 ms' }),
+      );
+      await r.close();
+    } finally {
+      for (const f of fillers) f.destroy();
+      holder.kill('SIGKILL');
+    }
+  });
+});
+
+describe('who may connect', () => {
+  it('closes sources outside the allowlist at once and logs them', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr, { allow: [parseCidr('127.0.0.9/32')] });
+    try {
+      const refused = await TcpClient.connect(r.addr); // from 127.0.0.1
+      await until('refused is closed', () => refused.closed, 2000);
+      expect(r.logs).toContainEqual(
+        expect.objectContaining({ msg: 'connection refused', reason: 'source not allowed' }),
+      );
+      const ok = connect({ host: r.addr.host, port: r.addr.port, localAddress: '127.0.0.9' });
+      const echoed = await new Promise<string>((resolve) => {
+        ok.once('data', (d) => resolve(String(d)));
+        ok.write('hello\n');
+      });
+      expect(echoed).toBe('hello\n');
+      ok.destroy();
+    } finally {
+      await r.close();
+      await closeServer(echo);
+    }
+  });
+
+  it('refuses connections over the limit and logs them', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr, { maxConnections: 2 });
+    try {
+      const c1 = await TcpClient.connect(r.addr);
+      const c2 = await TcpClient.connect(r.addr);
+      c1.write('{"a":1}\n');
+      c2.write('{"a":2}\n');
+      await c1.next();
+      await c2.next();
+      const c3 = await TcpClient.connect(r.addr);
+      await until('the third is closed', () => c3.closed, 2000);
+      expect(r.logs).toContainEqual(
+        expect.objectContaining({ msg: 'connection refused', reason: 'connection limit', limit: 2 }),
+      );
+      expect(c1.closed || c2.closed).toBe(false);
+      c1.close();
+      c2.close();
+    } finally {
+      await r.close();
+      await closeServer(echo);
+    }
+  });
+
+  it('closes a connection idle in both directions after the idle timeout', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr, { idleTimeoutMs: 150 });
+    try {
+      const c = await TcpClient.connect(r.addr);
+      await until('the idle guest is closed', () => c.closed, 3000);
+      expect(r.logs).toContainEqual(expect.objectContaining({ msg: 'connection closed', reason: 'idle timeout' }));
+    } finally {
+      await r.close();
+      await closeServer(echo);
+    }
+  });
+});

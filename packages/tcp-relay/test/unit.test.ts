@@ -1,0 +1,118 @@
+import { describe, expect, it } from '@jest/globals';
+import { RELAY_REFUSED_METHODS } from '@vigil/shared-types';
+import fc from 'fast-check';
+import { allowed, defaultAllow, parseCidr } from '../src/cidr.js';
+import { MethodFilter } from '../src/filter.js';
+
+describe('CIDR allowlists', () => {
+  it('matches IPv4, IPv6 and IPv4-mapped addresses against their ranges', () => {
+    const ranges = [parseCidr('10.0.0.0/24'), parseCidr('127.0.0.0/8'), parseCidr('fd00::/64')];
+    expect(allowed('10.0.0.42', ranges)).toBe(true);
+    expect(allowed('::ffff:10.0.0.7', ranges)).toBe(true);
+    expect(allowed('10.0.1.1', ranges)).toBe(false);
+    expect(allowed('127.9.9.9', ranges)).toBe(true);
+    expect(allowed('fd00::1234', ranges)).toBe(true);
+    expect(allowed('fd00:0:0:1::1', ranges)).toBe(false);
+    expect(allowed('::1', ranges)).toBe(false);
+    expect(allowed(undefined, ranges)).toBe(false);
+    expect(allowed('192.168.1.1', [parseCidr('0.0.0.0/0')])).toBe(true);
+  });
+
+  it("defaults to the link's /24 and loopback", () => {
+    const d = defaultAllow('10.0.0.1');
+    expect(d.map((c) => c.text)).toEqual(['127.0.0.0/8', '::1/128', '10.0.0.1/24']);
+    expect(allowed('10.0.0.200', d)).toBe(true);
+    expect(allowed('::1', d)).toBe(true);
+    expect(allowed('10.0.1.200', d)).toBe(false);
+  });
+
+  it('refuses malformed ranges with a message', () => {
+    for (const bad of ['10.0.0.0/33', '10.0.0/8', 'fe80::/129', 'x/1', '1.2.3.4/1/2', '']) {
+      expect(() => parseCidr(bad)).toThrow(/invalid CIDR/);
+    }
+  });
+});
+
+describe('the method filter', () => {
+  const filter = new MethodFilter();
+  const line = (v: unknown) => Buffer.from(JSON.stringify(v));
+
+  it('lets ordinary calls through untouched and refuses startLink with the id', () => {
+    expect(filter.judge(line({ jsonrpc: '2.0', method: 'send', params: { message: 'startLink' }, id: 1 }))).toEqual({
+      forward: true,
+    });
+    expect(filter.judge(line({ jsonrpc: '2.0', method: 'startLink', id: 'abc' }))).toEqual({
+      forward: false,
+      refused: ['startLink'],
+      reply: {
+        jsonrpc: '2.0',
+        error: { code: -32601, message: 'Method startLink is not available through the relay', data: null },
+        id: 'abc',
+      },
+    });
+  });
+
+  it('refuses a refused notification silently, and a whole batch that contains one', () => {
+    expect(filter.judge(line({ jsonrpc: '2.0', method: 'register' }))).toEqual({
+      forward: false,
+      refused: ['register'],
+      reply: undefined,
+    });
+    const v = filter.judge(
+      line([
+        { jsonrpc: '2.0', method: 'version', id: 1 },
+        { jsonrpc: '2.0', method: 'finishLink', id: 2 },
+        { jsonrpc: '2.0', method: 'version' },
+      ]),
+    );
+    expect(v).toMatchObject({
+      forward: false,
+      refused: ['finishLink'],
+      reply: [
+        { id: 1, error: { code: -32600, message: 'Batch refused by the relay: it contains finishLink' } },
+        { id: 2, error: { code: -32601 } },
+      ],
+    });
+  });
+
+  it('cannot be fooled by escapes, whitespace or key order: it decides as a JSON parser reads', () => {
+    const escape = (s: string, mask: number[]) =>
+      [...s]
+        .map((ch, i) => (mask[i % mask.length] ? `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}` : ch))
+        .join('');
+    const method = fc.oneof(
+      fc.constantFrom(...RELAY_REFUSED_METHODS),
+      fc.constantFrom('send', 'version', 'listGroups', 'startLinks', 'StartLink'),
+    );
+    fc.assert(
+      fc.property(
+        method,
+        fc.array(fc.integer({ min: 0, max: 1 }), { minLength: 1, maxLength: 5 }),
+        fc.boolean(),
+        fc.boolean(),
+        (m, mask, spaced, idFirst) => {
+          const key = escape('method', mask.slice().reverse());
+          const value = escape(m, mask);
+          const sp = spaced ? ' \t ' : '';
+          const fields = [`"jsonrpc"${sp}:${sp}"2.0"`, `"${key}"${sp}:${sp}"${value}"`];
+          const text = `{${sp}${(idFirst ? ['"id":7', ...fields] : [...fields, '"id":7']).join(`${sp},${sp}`)}${sp}}`;
+          expect(JSON.parse(text).method).toBe(m);
+          const v = filter.judge(Buffer.from(text));
+          expect(v.forward).toBe(!(RELAY_REFUSED_METHODS as readonly string[]).includes(m));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('forwards what it cannot parse: the daemon answers that itself', () => {
+    expect(filter.judge(Buffer.from('{"method":"startLink"'))).toEqual({ forward: true });
+    expect(filter.judge(Buffer.from([0x22, 0xff, 0x5c]))).toEqual({ forward: true });
+  });
+
+  it('takes a list of its own', () => {
+    const f = new MethodFilter(['send']);
+    expect(f.judge(line({ jsonrpc: '2.0', method: 'startLink', id: 1 }))).toEqual({ forward: true });
+    expect(f.judge(line({ jsonrpc: '2.0', method: 'send', id: 1 })).forward).toBe(false);
+  });
+});
