@@ -1,25 +1,374 @@
-import { ExitCode } from '@vigil/shared-types';
-import { Command, CommanderError } from 'commander';
-import { start } from './index.js';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { ExitCode, envVarFor, type HostPort, parseListen } from '@vigil/shared-types';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { generateCerts } from './certs.js';
+import { DEFAULTS, defaultThreads, GPU_CHOICES, type GpuChoice, physicalCores } from './config.js';
+import { ConfigError, exitCodeFor } from './errors.js';
+import { writeFileAtomic } from './files.js';
+import {
+  makeModel,
+  PRESET_NAMES,
+  PRESETS,
+  type PresetName,
+  parameterCount,
+  WEIGHT_TYPES,
+  type WeightType,
+} from './gguf.js';
+import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './logger.js';
+import { createManifest, generateSigningKey, writeManifest } from './manifest.js';
+import { type ServerHandle, start } from './server.js';
 import { VERSION } from './version.js';
 
-const program = new Command('inference-server')
-  .description('Serve a local language model over an OpenAI-style HTTP API and mutual TLS.')
+const BIN = 'inference-server';
+
+const int = (min: number) => (text: string) => {
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < min) throw new InvalidArgumentError(`expected an integer of at least ${min}`);
+  return n;
+};
+const seconds = (min: number) => (text: string) => {
+  const n = Number(text);
+  if (text.trim() === '' || !Number.isFinite(n) || n < min) {
+    throw new InvalidArgumentError(`expected a number of seconds of at least ${min}`);
+  }
+  return n;
+};
+const listenAddr = (text: string) => {
+  try {
+    return parseListen(text);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
+/** A repeatable flag: its values; from the environment, one string split on commas and whitespace. */
+const list = (cmd: Command, name: string): string[] => {
+  const v: unknown = cmd.getOptionValue(name);
+  const values = typeof v === 'string' ? [v] : Array.isArray(v) ? (v as string[]) : [];
+  return cmd.getOptionValueSource(name) === 'env' ? values.flatMap((x) => x.split(/[\s,]+/)).filter(Boolean) : values;
+};
+
+/** `serve`'s flags are the service's: INFERENCE_SERVER_<FLAG>. The tools' are INFERENCE_SERVER_<COMMAND>_<FLAG>. */
+const opt = (flags: string, description: string, command?: string) => {
+  const o = new Option(flags, description);
+  return o.env(envVarFor(BIN, command ? `${command}-${o.long ?? flags}` : (o.long ?? flags)));
+};
+
+/** One clear line on stderr and in the log, then the exit code. */
+async function fail(err: unknown, logger: Logger | null): Promise<never> {
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`${BIN}: ${message}\n`);
+  logger?.error(message, { code: (err as { code?: unknown })?.code ?? null });
+  await logger?.close?.();
+  process.exit(exitCodeFor(err));
+}
+
+const program = new Command(BIN)
+  .description(
+    'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
+  )
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
   .exitOverride()
-  .action(async () => {
-    await start({});
+  .showHelpAfterError(false)
+  .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+program
+  .command('serve')
+  .description('serve the model on HTTP (default 127.0.0.1:1337) and, with certificates, mutual TLS (:1338)')
+  .addOption(opt('-m, --model <file>', 'the GGUF model file').makeOptionMandatory())
+  .addOption(
+    opt('--model-id <id>', 'an id the model is listed and requested as (repeatable; default: the file name)').argParser(
+      collect,
+    ),
+  )
+  .addOption(
+    opt('--http <addr>', 'plain HTTP listener HOST:PORT, or off')
+      .argParser(listenAddr)
+      .default(DEFAULTS.http, '127.0.0.1:1337'),
+  )
+  .addOption(
+    opt(
+      '--mtls <addr>',
+      'mutual-TLS listener HOST:PORT, or off (default: 127.0.0.1:1338 when the TLS files are given)',
+    ).argParser(listenAddr),
+  )
+  .addOption(opt('--tls-cert <file>', 'server certificate (PEM) for --mtls'))
+  .addOption(opt('--tls-key <file>', 'server private key (PEM) for --mtls'))
+  .addOption(opt('--tls-ca <file>', 'CA (PEM) that client certificates must be signed by'))
+  .addOption(opt('--gpu <kind>', 'compute backend').choices(GPU_CHOICES).default(DEFAULTS.gpu))
+  .addOption(
+    opt(
+      '--threads <n>',
+      `CPU threads for light work: one completion of a small model (default: ${defaultThreads()} on this host)`,
+    ).argParser(int(1)),
+  )
+  .addOption(
+    opt(
+      '--batch-threads <n>',
+      `CPU threads when completions x model size reach 512 MiB per step (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
+    ).argParser(int(1)),
+  )
+  .addOption(
+    opt('--parallel <n>', 'completions generated at the same time (context sequences)')
+      .argParser(int(1))
+      .default(DEFAULTS.parallel),
+  )
+  .addOption(opt('--context-size <n>', "tokens per sequence (default: the model's, at most 4096)").argParser(int(16)))
+  .addOption(
+    opt('--max-queue <n>', 'requests that may wait for a sequence; more get 429')
+      .argParser(int(0))
+      .default(DEFAULTS.maxQueue),
+  )
+  .addOption(
+    opt('--request-timeout <s>', 'a completion (waiting included) that takes longer ends with a timeout error')
+      .argParser(seconds(0.001))
+      .default(DEFAULTS.requestTimeoutMs / 1000),
+  )
+  .addOption(
+    opt('--shutdown-grace <s>', 'on SIGTERM, how long in-flight completions may take before they are aborted')
+      .argParser(seconds(0))
+      .default(DEFAULTS.shutdownGraceMs / 1000),
+  )
+  .addOption(opt('--manifest <file>', 'verify the model against this sha256 manifest before loading'))
+  .addOption(opt('--manifest-key <file>', "verify the manifest's ed25519 signature with this public key (PEM)"))
+  .addOption(opt('--access-log <file>', 'append one JSON line per request here'))
+  .addOption(opt('--max-body-bytes <n>', 'largest request body').argParser(int(1024)).default(DEFAULTS.maxBodyBytes))
+  .addOption(
+    opt(
+      '--worker-nice <n>',
+      'Linux: nice value for the generation threads (1-19: HTTP never waits for them, at some cost in batch throughput; 0: off)',
+    )
+      .argParser(int(0))
+      .default(DEFAULTS.workerNice),
+  )
+  .addOption(opt('--allow-non-loopback', 'allow the plain HTTP listener on an address that is not loopback'))
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
+  .action(async (o, cmd: Command) => {
+    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const graceMs = Math.round((o.shutdownGrace as number) * 1000);
+    let server: ServerHandle | null = null;
+    let signals = 0;
+    const shutdown = (s: ServerHandle) =>
+      s.close().then(
+        async () => {
+          await logger.close?.();
+          process.exit(ExitCode.OK);
+        },
+        async (err) => {
+          logger.error('shutdown failed', { error: String(err) });
+          await logger.close?.();
+          process.exit(ExitCode.FAILURE);
+        },
+      );
+    const stop = (signal: string) => {
+      signals += 1;
+      if (signals > 1) process.exit(ExitCode.FAILURE); // a second signal: now
+      // Whatever happens below, the process is gone within the grace + 2 s.
+      setTimeout(() => process.exit(ExitCode.FAILURE), graceMs + 1_800).unref();
+      logger.info('signal', { signal });
+      if (server) void shutdown(server);
+      // else: start-up is under way; it shuts down as soon as it has a server to close.
+    };
+    // Handlers first: a signal that comes during start-up is not lost.
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    try {
+      server = await start({
+        model: o.model,
+        modelIds: list(cmd, 'modelId'),
+        http: o.http as HostPort | null,
+        ...(o.mtls !== undefined ? { mtls: o.mtls as HostPort | null } : {}),
+        tlsCert: o.tlsCert ?? null,
+        tlsKey: o.tlsKey ?? null,
+        tlsCa: o.tlsCa ?? null,
+        gpu: o.gpu as GpuChoice,
+        ...(o.threads !== undefined ? { threads: o.threads } : {}),
+        ...(o.batchThreads !== undefined ? { batchThreads: o.batchThreads } : {}),
+        workerNice: o.workerNice,
+        parallel: o.parallel,
+        contextSize: o.contextSize ?? null,
+        maxQueue: o.maxQueue,
+        requestTimeoutMs: Math.round((o.requestTimeout as number) * 1000),
+        shutdownGraceMs: graceMs,
+        manifest: o.manifest ?? null,
+        manifestKey: o.manifestKey ?? null,
+        accessLog: o.accessLog ?? null,
+        maxBodyBytes: o.maxBodyBytes,
+        allowNonLoopback: o.allowNonLoopback === true,
+        logger,
+      });
+    } catch (err) {
+      return fail(err, logger);
+    }
+    if (signals > 0) {
+      void shutdown(server);
+      return;
+    }
+    try {
+      await server.ready;
+    } catch (err) {
+      if (signals > 0) return; // stopped while loading: the shutdown path exits
+      await Promise.race([server.close(0), new Promise((r) => setTimeout(r, 2000).unref())]);
+      return fail(err, logger);
+    }
   });
 
+program
+  .command('make-model')
+  .description('write a GGUF llama model with deterministic pseudo-random weights (same seed, same bytes)')
+  .addOption(opt('-o, --out <file>', 'the GGUF file to write', 'make-model').makeOptionMandatory())
+  .addOption(
+    opt(
+      '--preset <name>',
+      `model size: ${PRESET_NAMES.map((p) => `${p} (${fmtParams(parameterCount(PRESETS[p]))})`).join(', ')}`,
+      'make-model',
+    )
+      .choices(PRESET_NAMES)
+      .default('tiny'),
+  )
+  .addOption(opt('--seed <n>', 'seed of the pseudo-random weights', 'make-model').argParser(int(0)).default(1))
+  .addOption(opt('--type <type>', 'weight type', 'make-model').choices(WEIGHT_TYPES).default('f16'))
+  .addOption(opt('--force', 'replace the file if it exists', 'make-model'))
+  .action(async (o) => {
+    if (existsSync(o.out) && !o.force) return fail(new ConfigError(`${o.out} exists: use --force to replace it`), null);
+    const progress = progressReporter(`${o.preset} ${o.type}`);
+    try {
+      mkdirSync(dirname(resolve(o.out)), { recursive: true });
+      const r = await makeModel({
+        out: o.out,
+        preset: o.preset as PresetName,
+        seed: o.seed,
+        type: o.type as WeightType,
+        onProgress: progress.update,
+      });
+      progress.done();
+      process.stdout.write(`${JSON.stringify(r)}\n`);
+    } catch (err) {
+      progress.done();
+      return fail(err, null);
+    }
+  });
+
+program
+  .command('certs')
+  .description('write a CA, a server certificate (localhost, 127.0.0.1, ::1) and a client certificate for --mtls')
+  .addOption(opt('-o, --out <dir>', 'directory for the PEM files (created 0700)', 'certs').makeOptionMandatory())
+  .addOption(opt('--days <n>', 'validity in days', 'certs').argParser(int(1)).default(825))
+  .addOption(
+    opt('--host <name>', 'another name or address for the server certificate (repeatable)', 'certs').argParser(collect),
+  )
+  .addOption(opt('--client-name <cn>', "the client certificate's common name", 'certs').default('vigil-client'))
+  .addOption(opt('--force', 'replace existing files', 'certs'))
+  .action(async (o, cmd: Command) => {
+    try {
+      const r = await generateCerts({
+        out: o.out,
+        days: o.days,
+        hosts: list(cmd, 'host'),
+        clientName: o.clientName,
+        force: o.force === true,
+      });
+      process.stdout.write(`${JSON.stringify(r.files)}\n`);
+    } catch (err) {
+      return fail(err, null);
+    }
+  });
+
+program
+  .command('manifest')
+  .description('write a sha256 manifest of the model (optionally signed with an ed25519 key)')
+  .addOption(
+    opt('-m, --model <file>', 'model file to list (repeatable)', 'manifest').argParser(collect).makeOptionMandatory(),
+  )
+  .addOption(opt('-o, --out <file>', 'the manifest to write', 'manifest').makeOptionMandatory())
+  .addOption(opt('--sign <keyfile>', 'sign with this ed25519 private key (PEM; see keygen)', 'manifest'))
+  .action(async (o, cmd: Command) => {
+    const models = list(cmd, 'model');
+    for (const m of models) if (!existsSync(m)) return fail(new ConfigError(`model file not found: ${m}`), null);
+    if (o.sign && !existsSync(o.sign)) return fail(new ConfigError(`key file not found: ${o.sign}`), null);
+    try {
+      const manifest = await createManifest(models, o.sign);
+      await writeManifest(o.out, manifest);
+      process.stdout.write(`${JSON.stringify({ out: o.out, files: manifest.files, signed: !!manifest.signature })}\n`);
+    } catch (err) {
+      return fail(new ConfigError((err as Error).message), null);
+    }
+  });
+
+program
+  .command('keygen')
+  .description('write an ed25519 key pair for signing manifests: manifest-key.pem (0600) and manifest-key.pub.pem')
+  .addOption(opt('-o, --out <dir>', 'directory for the two PEM files', 'keygen').makeOptionMandatory())
+  .addOption(opt('--force', 'replace existing files', 'keygen'))
+  .action(async (o) => {
+    const priv = join(o.out, 'manifest-key.pem');
+    const pub = join(o.out, 'manifest-key.pub.pem');
+    if (!o.force && (existsSync(priv) || existsSync(pub))) {
+      return fail(new ConfigError(`${priv} exists: use --force to replace it`), null);
+    }
+    try {
+      mkdirSync(o.out, { recursive: true, mode: 0o700 });
+      const k = generateSigningKey();
+      await writeFileAtomic(priv, k.privateKey, 0o600);
+      await writeFileAtomic(pub, k.publicKey, 0o644);
+      process.stdout.write(`${JSON.stringify({ privateKey: priv, publicKey: pub })}\n`);
+    } catch (err) {
+      return fail(err, null);
+    }
+  });
+
+function fmtParams(n: number): string {
+  return n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${Math.round(n / 1e6)}M` : `${Math.round(n / 1e3)}K`;
+}
+
+/** A progress bar on a terminal; otherwise a line at every quarter. Silent for small files. */
+function progressReporter(label: string): { update: (written: number, total: number) => void; done: () => void } {
+  const tty = process.stderr.isTTY === true;
+  let lastQuarter = -1;
+  let drawn = false;
+  const mb = (n: number) => `${(n / 1048576).toFixed(0)} MiB`;
+  return {
+    update: (written, total) => {
+      if (total < 16 * 1048576) return;
+      const frac = written / total;
+      if (tty) {
+        const width = 30;
+        const full = Math.round(frac * width);
+        process.stderr.write(
+          `\r${label} [${'#'.repeat(full)}${' '.repeat(width - full)}] ${(frac * 100).toFixed(0).padStart(3)}% ${mb(written)}/${mb(total)}`,
+        );
+        drawn = true;
+      } else {
+        const q = Math.floor(frac * 4);
+        if (q !== lastQuarter) {
+          lastQuarter = q;
+          process.stderr.write(`${label}: ${q * 25}% (${mb(written)} of ${mb(total)})\n`);
+        }
+      }
+    },
+    done: () => {
+      if (drawn) process.stderr.write('\n');
+    },
+  };
+}
+
 try {
-  await program.parseAsync(process.argv);
+  if (process.argv.length <= 2) {
+    // Nothing asked: say how to use it, as a usage error.
+    process.stderr.write(program.helpInformation());
+    process.exitCode = ExitCode.CONFIG;
+  } else {
+    await program.parseAsync(process.argv);
+  }
 } catch (err) {
   if (err instanceof CommanderError) {
     // --help and --version end here with exit code 0; usage errors were already printed.
     process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
   } else {
-    process.stderr.write(`inference-server: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = ExitCode.CONFIG;
+    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = exitCodeFor(err) === ExitCode.FAILURE ? ExitCode.FAILURE : ExitCode.CONFIG;
   }
 }

@@ -1,28 +1,67 @@
 /**
- * Serve a local language model over an OpenAI-style HTTP API and mutual TLS.
- *
- * This version has the package's command line and contracts; the service itself comes in a
- * later version, and until then `start` refuses with a clear error.
+ * An OpenAI-style server for a local GGUF model on node-llama-cpp (`/v1/models`,
+ * `/v1/chat/completions`, `/health`) on plain HTTP and mutual TLS, that cannot hang; with a
+ * model generator, certificates and a model-integrity manifest.
  */
-
+export { AccessLog } from './access-log.js';
+export { CERT_FILES, type CertsOptions, type CertsResult, generateCerts } from './certs.js';
+export {
+  DEFAULTS,
+  defaultModelId,
+  defaultThreads,
+  GPU_CHOICES,
+  type GpuChoice,
+  physicalCores,
+  resolveConfig,
+  type ServerConfig,
+  type ServerOptions,
+} from './config.js';
+export {
+  type CompletionInput,
+  type CompletionMessage,
+  type CompletionOutput,
+  ContextLengthError,
+  Engine,
+  type EngineOptions,
+  ModelLoadError,
+} from './engine.js';
+export { ConfigError, exitCodeFor, ListenError, StartupError } from './errors.js';
+export {
+  buildVocabulary,
+  checkModelSummary,
+  GgufError,
+  type GgufSummary,
+  type MakeModelOptions,
+  type MakeModelResult,
+  type ModelShape,
+  makeModel,
+  PRESET_NAMES,
+  PRESETS,
+  type PresetName,
+  parameterCount,
+  readGgufSummary,
+  WEIGHT_TYPES,
+  type WeightType,
+} from './gguf.js';
+export { createLogger, type Logger, type LogLevel, memoryLogger } from './logger.js';
+export {
+  canonicalFiles,
+  createManifest,
+  digestFile,
+  generateSigningKey,
+  type Manifest,
+  type ManifestEntry,
+  ManifestError,
+  verifyManifest,
+  writeManifest,
+} from './manifest.js';
+export {
+  ApiError,
+  type ChatCompletionChunk,
+  type CompletionRequest,
+  modelList,
+  parseCompletionRequest,
+} from './openai.js';
+export { QueueFullError, Scheduler } from './scheduler.js';
+export { type ServerHandle, type ServerState, start } from './server.js';
 export { VERSION } from './version.js';
-
-export interface InferenceServerConfig {
-  readonly [key: string]: unknown;
-}
-
-export interface InferenceServerHandle {
-  close(): Promise<void>;
-}
-
-export class NotImplementedError extends Error {
-  readonly code = 'ENOTIMPL';
-  constructor(what: string) {
-    super(`${what} is not implemented in this version`);
-    this.name = 'NotImplementedError';
-  }
-}
-
-export async function start(_config: InferenceServerConfig): Promise<InferenceServerHandle> {
-  throw new NotImplementedError('inference-server');
-}

@@ -1,3 +1,4 @@
+export * from './config.js';
 export * from './framing.js';
 export * from './guardian.js';
 export * from './health.js';
@@ -7,3 +8,4 @@ export * from './log.js';
 export * from './messaging.js';
 export * from './net.js';
 export * from './process.js';
+export * from './service.js';

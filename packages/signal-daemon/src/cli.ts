@@ -130,13 +130,19 @@ const program = new Command(BIN)
       signals += 1;
       if (signals > 1) process.exit(ExitCode.FAILURE); // a second signal: now
       logger.info('stopping', { signal });
-      daemon.close().then(
-        () => process.exit(ExitCode.OK),
-        (err) => {
-          logger.error('shutdown failed', { error: String(err) });
-          process.exit(ExitCode.FAILURE);
-        },
-      );
+      daemon
+        .close()
+        .then(
+          () => ExitCode.OK,
+          (err) => {
+            logger.error('shutdown failed', { error: String(err) });
+            return ExitCode.FAILURE;
+          },
+        )
+        .then(async (code) => {
+          await logger.close?.(); // the last lines reach the log file
+          process.exit(code);
+        });
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));

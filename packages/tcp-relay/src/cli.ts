@@ -126,10 +126,16 @@ const program = new Command(BIN)
     const stop = (signal: string) => {
       if (++signals > 1) process.exit(ExitCode.FAILURE);
       logger.info('stopping', { signal });
-      relay.close().then(
-        () => process.exit(ExitCode.OK),
-        () => process.exit(ExitCode.FAILURE),
-      );
+      relay
+        .close()
+        .then(
+          () => ExitCode.OK,
+          () => ExitCode.FAILURE,
+        )
+        .then(async (code) => {
+          await logger.close?.(); // the last lines reach the log file
+          process.exit(code);
+        });
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));

@@ -1,0 +1,340 @@
+/**
+ * The model: one node-llama-cpp model, one context with `parallel` sequences, and one LlamaChat
+ * per completion on a sequence the scheduler hands out. Generation runs in llama.cpp's native
+ * threads; per request the event loop only does small things (building the prompt, counting its
+ * tokens, passing text chunks on). The chat wrapper is resolved once, at load.
+ */
+
+import { readdirSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import type {
+  ChatHistoryItem,
+  ChatWrapper,
+  Llama,
+  LlamaChatResponse,
+  LlamaContext,
+  LlamaContextSequence,
+  LlamaModel,
+} from 'node-llama-cpp';
+import type { GpuChoice } from './config.js';
+import type { Logger } from './logger.js';
+
+export interface EngineOptions {
+  readonly modelPath: string;
+  readonly gpu: GpuChoice;
+  /** CPU threads while one completion runs. */
+  readonly threads: number;
+  /** CPU threads while several completions run (their tokens are evaluated in one batch). */
+  readonly batchThreads: number;
+  readonly parallel: number;
+  /** Tokens per sequence; null: the model's own, at most `maxDefaultContextSize`. */
+  readonly contextSize: number | null;
+  readonly maxDefaultContextSize: number;
+  readonly logger: Logger;
+  /** Aborts loading (SIGTERM while loading). */
+  readonly signal?: AbortSignal;
+}
+
+export interface CompletionMessage {
+  readonly role: 'system' | 'user' | 'assistant';
+  readonly content: string;
+}
+
+export interface CompletionInput {
+  readonly messages: readonly CompletionMessage[];
+  /** null: as many as the context has room for. */
+  readonly maxTokens: number | null;
+  readonly temperature: number;
+  readonly topP: number;
+  readonly seed: number | null;
+  readonly stop: readonly string[];
+  readonly frequencyPenalty: number;
+  readonly presencePenalty: number;
+  readonly signal: AbortSignal;
+  /** Each piece of generated text, as it comes (streaming). */
+  readonly onText?: (text: string) => void;
+  /** Tokens generated so far, after each step. */
+  readonly onTokens?: (count: number) => void;
+}
+
+export interface CompletionOutput {
+  readonly text: string;
+  readonly finishReason: 'stop' | 'length';
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+/** The prompt does not fit the context (HTTP 400 context_length_exceeded). */
+export class ContextLengthError extends Error {
+  readonly code = 'context_length_exceeded';
+  constructor(
+    readonly promptTokens: number,
+    readonly contextSize: number,
+  ) {
+    super(
+      `This model's context is ${contextSize} tokens per request, but the messages take ${promptTokens} tokens. Shorten the messages.`,
+    );
+    this.name = 'ContextLengthError';
+  }
+}
+
+export class ModelLoadError extends Error {
+  readonly code = 'ELOAD';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ModelLoadError';
+  }
+}
+
+type NodeLlamaCpp = typeof import('node-llama-cpp');
+
+/**
+ * Linux: lowers the scheduling priority (nice 10) of every thread of this process but the main
+ * one. llama.cpp's compute threads are created by the thread-pool thread that runs a decode and
+ * inherit its priority, so on a host with few cores the event loop (HTTP, /v1/models) always
+ * gets a core at once when it has work, and generation takes the rest. Elsewhere: nothing.
+ */
+export function lowerWorkerThreadPriority(nice = 10): number {
+  let n = 0;
+  try {
+    for (const tid of readdirSync('/proc/self/task')) {
+      if (Number(tid) === process.pid) continue;
+      try {
+        setPriority(Number(tid), nice);
+        n++;
+      } catch {
+        // a thread that ended meanwhile, or not permitted
+      }
+    }
+  } catch {
+    // not Linux
+  }
+  return n;
+}
+
+/** Internals of node-llama-cpp 3.22 that adaptive threads use; checked before use. */
+interface ContextInternals {
+  _ctx?: { setThreads?: (threads: number) => void };
+}
+
+/** Completions x model bytes from which a step is worth --batch-threads (see load()). */
+export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
+
+export class Engine {
+  private disposed = false;
+  /** Completions generating now (adaptive threads). */
+  private generating = 0;
+
+  private constructor(
+    private readonly lib: NodeLlamaCpp,
+    private readonly llama: Llama,
+    readonly model: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly sequences: readonly LlamaContextSequence[],
+    private readonly chatWrapper: ChatWrapper,
+    public info: {
+      readonly contextSize: number;
+      readonly trainContextSize: number;
+      readonly gpu: string | false;
+      readonly threads: number;
+      readonly batchThreads: number;
+      readonly adaptiveThreads: boolean;
+      readonly chatWrapper: string;
+    },
+  ) {}
+
+  /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
+  static async load(options: EngineOptions): Promise<Engine> {
+    const { logger } = options;
+    let lib: NodeLlamaCpp;
+    try {
+      lib = await import('node-llama-cpp');
+    } catch (err) {
+      throw new ModelLoadError(`cannot load node-llama-cpp: ${(err as Error).message}`);
+    }
+    let llama: Llama;
+    /** llama.cpp says why a load failed in its log, not in the error: keep the first reason. */
+    let loadError: string | null = null;
+    try {
+      llama = await lib.getLlama({
+        gpu: options.gpu === 'off' ? false : options.gpu,
+        maxThreads: Math.max(options.threads, options.batchThreads),
+        // Never build from source or download anything at run time: the installed binaries only.
+        build: 'never',
+        skipDownload: true,
+        progressLogs: false,
+        logLevel: lib.LlamaLogLevel.warn,
+        logger: (level, message) => {
+          const text = message.trim();
+          if (text === '') return;
+          if (level === 'error' || level === 'fatal') {
+            const m = /error loading model: (.*)$/.exec(text);
+            if (m && loadError === null) loadError = m[1]!;
+            logger.error('llama.cpp', { detail: text });
+          } else logger.warn('llama.cpp', { detail: text });
+        },
+      });
+    } catch (err) {
+      throw new ModelLoadError(`cannot start llama.cpp (--gpu ${options.gpu}): ${oneLine(err)}`);
+    }
+    let model: LlamaModel | undefined;
+    try {
+      model = await llama.loadModel({
+        modelPath: options.modelPath,
+        ...(options.signal ? { loadSignal: options.signal } : {}),
+      });
+      const trainContextSize = model.trainContextSize;
+      const contextSize = options.contextSize ?? Math.min(trainContextSize, options.maxDefaultContextSize);
+      const context = await model.createContext({
+        sequences: options.parallel,
+        contextSize,
+        threads: options.threads,
+        // Fail rather than silently shrink below what was asked for.
+        failedCreationRemedy: false,
+        ...(options.signal ? { createSignal: options.signal } : {}),
+      });
+      const sequences: LlamaContextSequence[] = [];
+      for (let i = 0; i < options.parallel; i++) sequences.push(context.getSequence());
+      let adaptive = false;
+      // Resolving the chat wrapper renders the model's template against the known ones: it takes
+      // a few hundred milliseconds of the event loop, so it happens once, here.
+      const chatWrapper = lib.resolveChatWrapper(model);
+      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, {
+        contextSize: context.contextSize,
+        trainContextSize,
+        gpu: llama.gpu,
+        threads: options.threads,
+        batchThreads: options.batchThreads,
+        adaptiveThreads: false,
+        chatWrapper: chatWrapper.wrapperName,
+      });
+      // Adaptive threads: a step of a small model is too little work to divide (measured on a
+      // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
+      // the tiny one), while several completions of a large enough model share a batch that
+      // divides well (4 completions of the 100 M model: 2 threads 1.3x faster). So: --threads,
+      // and --batch-threads when completions x model size reach BATCH_WORK_BYTES.
+      // node-llama-cpp sets the threads before every batch; that call picks the count.
+      if (options.batchThreads !== options.threads) {
+        const native = (context as unknown as ContextInternals)._ctx;
+        const set = native?.setThreads;
+        if (native && typeof set === 'function') {
+          try {
+            // The addon's method is read-only on its prototype: define one on the instance.
+            Object.defineProperty(native, 'setThreads', {
+              configurable: true,
+              writable: true,
+              value: (_n: number) => set.call(native, engine.threadsForLoad()),
+            });
+            adaptive = true;
+          } catch (err) {
+            logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
+          }
+        } else {
+          logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        }
+      }
+      engine.info = { ...engine.info, adaptiveThreads: adaptive };
+      return engine;
+    } catch (err) {
+      await model?.dispose().catch(() => {});
+      await llama.dispose().catch(() => {});
+      if (options.signal?.aborted) throw new ModelLoadError('model loading was cancelled');
+      const why = loadError as string | null;
+      throw new ModelLoadError(`model load failed: ${oneLine(err)}${why ? ` (${why})` : ''}`);
+    }
+  }
+
+  /** Threads for the next batch: --batch-threads when the work per step is large enough. */
+  threadsForLoad(): number {
+    const work = Math.max(1, this.generating) * this.model.size;
+    return work >= BATCH_WORK_BYTES ? this.info.batchThreads : this.info.threads;
+  }
+
+  get parallel(): number {
+    return this.sequences.length;
+  }
+
+  /** The chat history node-llama-cpp takes: the last item is the model's (possibly empty) answer. */
+  private history(messages: readonly CompletionMessage[]): ChatHistoryItem[] {
+    const items: ChatHistoryItem[] = [];
+    messages.forEach((m, i) => {
+      if (m.role === 'system') items.push({ type: 'system', text: m.content });
+      else if (m.role === 'user') items.push({ type: 'user', text: m.content });
+      // An assistant message last is a prefix the model continues.
+      else items.push({ type: 'model', response: i === messages.length - 1 && m.content === '' ? [] : [m.content] });
+    });
+    if (messages[messages.length - 1]?.role !== 'assistant') items.push({ type: 'model', response: [] });
+    return items;
+  }
+
+  /** Prompt tokens of the messages as this model's chat template renders them. */
+  countPromptTokens(messages: readonly CompletionMessage[]): number {
+    const state = this.chatWrapper.generateContextState({ chatHistory: this.history(messages) });
+    return state.contextText.tokenize(this.model.tokenizer).length;
+  }
+
+  /** Generates a completion on sequence `slot` (which the caller holds exclusively). */
+  async complete(slot: number, input: CompletionInput): Promise<CompletionOutput> {
+    if (this.disposed) throw new Error('the model is disposed');
+    const sequence = this.sequences[slot];
+    if (!sequence) throw new Error(`no sequence ${slot}`);
+    const history = this.history(input.messages);
+    const promptTokens = this.chatWrapper
+      .generateContextState({ chatHistory: history })
+      .contextText.tokenize(this.model.tokenizer).length;
+    const room = this.info.contextSize - promptTokens - 1;
+    if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
+    const maxTokens = Math.min(input.maxTokens ?? room, room);
+    input.signal.throwIfAborted();
+    const chat = new this.lib.LlamaChat({ contextSequence: sequence, chatWrapper: this.chatWrapper });
+    let completionTokens = 0;
+    this.generating++;
+    try {
+      const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
+      const response: LlamaChatResponse = await chat.generateResponse(history, {
+        maxTokens,
+        temperature: input.temperature,
+        topP: input.topP,
+        ...(input.seed !== null ? { seed: input.seed } : {}),
+        ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
+        repeatPenalty: penalize
+          ? {
+              penalty: 1,
+              frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
+              presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
+            }
+          : false,
+        signal: input.signal,
+        onToken: (tokens) => {
+          completionTokens += tokens.length;
+          input.onTokens?.(completionTokens);
+        },
+        ...(input.onText ? { onTextChunk: input.onText } : {}),
+      });
+      const reason = response.metadata.stopReason;
+      return {
+        text: response.response,
+        finishReason: reason === 'maxTokens' ? 'length' : 'stop',
+        promptTokens,
+        completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
+      };
+    } finally {
+      this.generating--;
+      chat.dispose({ disposeSequence: false });
+    }
+  }
+
+  /** Frees the context, the model and llama.cpp. */
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.context.dispose().catch(() => {});
+    await this.model.dispose().catch(() => {});
+    await this.llama.dispose().catch(() => {});
+  }
+}
+
+function oneLine(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.replace(/\s+/g, ' ').trim();
+}

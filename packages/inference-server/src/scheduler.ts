@@ -1,0 +1,116 @@
+/**
+ * Hands out the model's context sequences ("slots"): one per running completion, a bounded queue
+ * of waiters in arrival order, and an immediate refusal when that queue is full. A slot whose
+ * completion was aborted but whose generation has not let go of it after `stuckAfterMs` counts
+ * as stuck: when every slot is stuck no completion can be served, and /health says so.
+ */
+
+export class QueueFullError extends Error {
+  readonly code = 'rate_limit_exceeded';
+  constructor(
+    readonly waiting: number,
+    readonly retryAfterS: number,
+  ) {
+    super(`The server is busy: all sequences are generating and ${waiting} requests are waiting. Retry later.`);
+    this.name = 'QueueFullError';
+  }
+}
+
+interface Waiter {
+  resolve(slot: number): void;
+  reject(err: unknown): void;
+  signal: AbortSignal;
+  onAbort: () => void;
+}
+
+export class Scheduler {
+  private readonly free: number[] = [];
+  private readonly queue: Waiter[] = [];
+  private readonly abortedAt = new Map<number, number>();
+  /** Recent completion durations (ms), for Retry-After. */
+  private readonly durations: number[] = [];
+
+  constructor(
+    readonly slots: number,
+    readonly maxQueue: number,
+    private readonly stuckAfterMs = 10_000,
+  ) {
+    for (let i = 0; i < slots; i++) this.free.push(i);
+  }
+
+  get active(): number {
+    return this.slots - this.free.length;
+  }
+
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  /** Slots aborted more than `stuckAfterMs` ago and still not released. */
+  stuck(now = Date.now()): number {
+    let n = 0;
+    for (const t of this.abortedAt.values()) if (now - t >= this.stuckAfterMs) n++;
+    return n;
+  }
+
+  /** A free slot now, or a place in the queue; QueueFullError at once when the queue is full. */
+  acquire(signal: AbortSignal): Promise<number> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    // The sequence freed last: its cache most likely holds this client's previous prompt.
+    const slot = this.free.pop();
+    if (slot !== undefined) return Promise.resolve(slot);
+    if (this.queue.length >= this.maxQueue) {
+      return Promise.reject(new QueueFullError(this.queue.length, this.retryAfterS()));
+    }
+    return new Promise<number>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          const i = this.queue.indexOf(waiter);
+          if (i >= 0) this.queue.splice(i, 1);
+          reject(signal.reason);
+        },
+      };
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+      this.queue.push(waiter);
+    });
+  }
+
+  /** The holder of `slot` was aborted; it still holds the slot until its generation ends. */
+  noteAborted(slot: number): void {
+    if (!this.abortedAt.has(slot)) this.abortedAt.set(slot, Date.now());
+  }
+
+  /** Gives `slot` back: to the first waiter, or to the free list. */
+  release(slot: number, durationMs?: number): void {
+    this.abortedAt.delete(slot);
+    if (durationMs !== undefined) {
+      this.durations.push(durationMs);
+      if (this.durations.length > 32) this.durations.shift();
+    }
+    const next = this.queue.shift();
+    if (next) {
+      next.signal.removeEventListener('abort', next.onAbort);
+      next.resolve(slot);
+    } else {
+      this.free.push(slot);
+    }
+  }
+
+  /** Rejects every waiter (shutdown). */
+  rejectAll(reason: unknown): void {
+    for (const w of this.queue.splice(0)) {
+      w.signal.removeEventListener('abort', w.onAbort);
+      w.reject(reason);
+    }
+  }
+
+  /** Seconds a refused client should wait: about one average completion, 1 to 60. */
+  retryAfterS(): number {
+    if (this.durations.length === 0) return 1;
+    const avg = this.durations.reduce((a, b) => a + b, 0) / this.durations.length;
+    return Math.min(60, Math.max(1, Math.ceil(avg / 1000)));
+  }
+}

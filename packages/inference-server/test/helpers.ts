@@ -1,0 +1,283 @@
+/** Test helpers: the built binary as a real process, generated models in temp dirs, HTTP(S) clients. */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { formatHostPort, type HostPort, parseHostPort } from '@vigil/shared-types';
+
+export const BIN = fileURLToPath(new URL('../bin/inference-server.js', import.meta.url));
+const run = promisify(execFile);
+
+export function tmpDir(prefix = 'vigil-inference-'): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+/** Runs the CLI to completion. */
+export async function cli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeout = 30_000,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      timeout,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+/** Writes the tiny model with the CLI (the generator runs in a child process too). */
+export async function makeTiny(file: string, extra: string[] = []): Promise<void> {
+  const r = await cli(['make-model', '--out', file, ...extra]);
+  if (r.code !== 0) throw new Error(`make-model failed: ${r.stderr}`);
+}
+
+export interface ServerProcess {
+  child: ChildProcess;
+  http: HostPort | null;
+  mtls: HostPort | null;
+  output: () => string;
+  /** Resolves when a log line containing `text` has been written. */
+  waitForLog: (text: string, timeoutMs?: number) => Promise<string>;
+}
+
+/** The server as a real process; resolves once it logged its bound addresses. */
+export function spawnServer(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const watchers: (() => void)[] = [];
+    const t = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 20_000);
+    child.stdout!.setEncoding('utf8');
+    child.stderr!.setEncoding('utf8');
+    const feed = (s: string) => {
+      out += s;
+      for (const w of watchers.splice(0)) w();
+    };
+    child.stderr!.on('data', feed);
+    child.stdout!.on('data', (s: string) => {
+      feed(s);
+      const line = out.split('\n').find((l) => l.includes('"msg":"listening"'));
+      if (line) {
+        clearTimeout(t);
+        const rec = JSON.parse(line) as { http: string; mtls: string };
+        const addr = (a: string) => (a === 'off' ? null : parseHostPort(a));
+        resolve({
+          child,
+          http: addr(rec.http),
+          mtls: addr(rec.mtls),
+          output: () => out,
+          waitForLog: (text, timeoutMs = 20_000) =>
+            new Promise((res, rej) => {
+              const deadline = setTimeout(() => rej(new Error(`no "${text}" in the log:\n${out}`)), timeoutMs);
+              const check = () => {
+                const l = out.split('\n').find((x) => x.includes(text));
+                if (l !== undefined) {
+                  clearTimeout(deadline);
+                  res(l);
+                } else watchers.push(check);
+              };
+              check();
+            }),
+        });
+      }
+    });
+    child.on('exit', (code) => {
+      clearTimeout(t);
+      reject(new Error(`server exited with ${code} before listening:\n${out}`));
+    });
+  });
+}
+
+export function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  }
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+export interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json: () => any;
+}
+
+export interface RequestOptions {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string | object;
+  /** https with these TLS options (mTLS) */
+  tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer; servername?: string };
+}
+
+/** One HTTP(S) request; the body (an object is sent as JSON) and the whole reply. */
+export function request(addr: HostPort, opts: RequestOptions = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const body = typeof opts.body === 'object' ? JSON.stringify(opts.body) : opts.body;
+    const options = {
+      host: addr.host,
+      port: addr.port,
+      method: opts.method ?? (body === undefined ? 'GET' : 'POST'),
+      path: opts.path ?? '/v1/chat/completions',
+      headers: opts.headers ?? (body === undefined ? {} : { 'content-type': 'application/json' }),
+      agent: false as const,
+      ...(opts.tls ?? {}),
+    };
+    const onRes = (res: import('node:http').IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
+      });
+      res.on('error', reject);
+    };
+    const req = opts.tls ? httpsRequest(options, onRes) : httpRequest(options, onRes);
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Polls /health until it answers 200. */
+export async function waitHealthy(addr: HostPort, timeoutMs = 20_000, tls?: RequestOptions['tls']): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await request(addr, { path: '/health', ...(tls ? { tls } : {}) }).catch(() => null);
+    if (r?.status === 200) return;
+    if (Date.now() > deadline) throw new Error(`not healthy within ${timeoutMs} ms: ${r?.status} ${r?.text}`);
+    await new Promise((res) => setTimeout(res, 50));
+  }
+}
+
+/** A streaming completion read as raw SSE: every `data:` payload, as it comes. */
+export class SseCompletion {
+  readonly events: string[] = [];
+  status = 0;
+  ended = false;
+  private buffer = '';
+  private waiters: (() => void)[] = [];
+  private req: ReturnType<typeof httpRequest> | null = null;
+
+  static open(addr: HostPort, body: object): Promise<SseCompletion> {
+    const c = new SseCompletion();
+    return new Promise((resolve, reject) => {
+      c.req = httpRequest(
+        {
+          host: addr.host,
+          port: addr.port,
+          method: 'POST',
+          path: '/v1/chat/completions',
+          headers: { 'content-type': 'application/json' },
+          agent: false,
+        },
+        (res) => {
+          c.status = res.statusCode ?? 0;
+          res.setEncoding('utf8');
+          res.on('data', (s: string) => c.feed(s));
+          res.on('end', () => c.end());
+          res.on('close', () => c.end());
+          res.on('error', () => {});
+          resolve(c);
+        },
+      );
+      c.req.on('error', (err) => {
+        c.end();
+        reject(err);
+      });
+      c.req.end(JSON.stringify({ ...body, stream: true }));
+    });
+  }
+
+  private end(): void {
+    this.ended = true;
+    this.wake();
+  }
+
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  private feed(s: string): void {
+    this.buffer += s;
+    for (;;) {
+      const i = this.buffer.indexOf('\n\n');
+      if (i < 0) break;
+      const block = this.buffer.slice(0, i);
+      this.buffer = this.buffer.slice(i + 2);
+      for (const line of block.split('\n')) if (line.startsWith('data: ')) this.events.push(line.slice(6));
+    }
+    this.wake();
+  }
+
+  /** Waits until `n` events arrived (or the stream ended). */
+  async waitFor(n: number, timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.events.length < n && !this.ended) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`only ${this.events.length} of ${n} events`);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  async waitEnd(timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.ended) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error('the stream did not end');
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  close(): void {
+    this.req?.destroy();
+  }
+}
+
+export function occupy(): Promise<Server> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => resolve(s));
+  });
+}
+
+export const url = (addr: HostPort) => `http://${formatHostPort(addr)}`;
+
+/** A completion long enough to be still running when the test acts (tiny model, big context). */
+export const LONG = { model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 30000 };
+
+export function readLines(file: string): Record<string, any>[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l));
+}
