@@ -105,12 +105,7 @@ export function spawnServer(args: string[], env: NodeJS.ProcessEnv = {}): Promis
   });
 }
 
-export function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  if (child.exitCode !== null || child.signalCode !== null) {
-    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
-  }
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-}
+export { exited } from '../../../test/child.js';
 
 export interface Reply {
   status: number;

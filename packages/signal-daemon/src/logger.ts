@@ -27,8 +27,9 @@ export function createLogger(options: { level: LogLevel; file?: string | undefin
       : () => {};
   let closed: Promise<void> | null = null;
   const close = () => {
+    // winston writes through a stream pipeline: a line logged just before exit is still
+    // queued, on stdout as in a file. Ending the logger drains it (bounded wait).
     closed ??= new Promise<void>((resolve) => {
-      if (!options.file) return resolve();
       const t = setTimeout(resolve, 1000);
       t.unref();
       transport.once('finish', () => {

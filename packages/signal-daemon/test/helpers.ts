@@ -276,11 +276,6 @@ export function spawnDaemon(
   });
 }
 
-export function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  if (child.exitCode !== null || child.signalCode !== null) {
-    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
-  }
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-}
+export { exited } from '../../../test/child.js';
 
 export const url = (addr: HostPort) => `http://${formatHostPort(addr)}`;
