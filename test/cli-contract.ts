@@ -21,8 +21,11 @@ export async function runBin(bin: string, args: string[]): Promise<{ code: numbe
   }
 }
 
-/** `required` are arguments the binary needs before it looks at any other flag. */
-export function describeCommandLine(pkgDir: string, name: string, required: string[] = []): void {
+/**
+ * `required` are arguments the binary needs before it looks at any other flag; `usageExit` is its
+ * exit code for bad usage (78, EX_CONFIG; the health check says 3, "could not run", as Nagios).
+ */
+export function describeCommandLine(pkgDir: string, name: string, required: string[] = [], usageExit = 78): void {
   const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as {
     version: string;
     bin: Record<string, string>;
@@ -41,9 +44,9 @@ export function describeCommandLine(pkgDir: string, name: string, required: stri
       expect(r.stdout).toContain('--version');
     });
 
-    it('refuses an unknown flag with a clear message and the configuration exit code', async () => {
+    it('refuses an unknown flag with a clear message and its usage exit code', async () => {
       const r = await runBin(bin, [...required, '--no-such-flag']);
-      expect(r.code).toBe(78);
+      expect(r.code).toBe(usageExit);
       expect(r.stderr).toContain("unknown option '--no-such-flag'");
     });
   });

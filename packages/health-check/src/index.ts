@@ -1,28 +1,9 @@
 /**
- * Check the messaging side and its consumer; repair with --fix.
- *
- * This version has the package's command line and contracts; the service itself comes in a
- * later version, and until then `start` refuses with a clear error.
+ * The health check: proves the messaging side works end to end (daemon, relay link, retired
+ * ports, the consumer pipeline), repairs what a machine can with --fix, and says clearly when a
+ * person must act.
  */
-
+export { CHECKS, type Check, type CheckContext, lineTime, portOf, runCheck, withPort } from './checks.js';
+export { ConfigError, type HealthConfig, loadConfig, resolveConfig, schema, stateHome } from './config.js';
+export { formatReport, LockedError, runChecks, takeLock } from './run.js';
 export { VERSION } from './version.js';
-
-export interface HealthCheckConfig {
-  readonly [key: string]: unknown;
-}
-
-export interface HealthCheckHandle {
-  close(): Promise<void>;
-}
-
-export class NotImplementedError extends Error {
-  readonly code = 'ENOTIMPL';
-  constructor(what: string) {
-    super(`${what} is not implemented in this version`);
-    this.name = 'NotImplementedError';
-  }
-}
-
-export async function start(_config: HealthCheckConfig): Promise<HealthCheckHandle> {
-  throw new NotImplementedError('health-check');
-}

@@ -1,4 +1,4 @@
 import { fileURLToPath } from 'node:url';
 import { describeCommandLine } from '../../../test/cli-contract.js';
 
-describeCommandLine(fileURLToPath(new URL('..', import.meta.url)), 'health-check');
+describeCommandLine(fileURLToPath(new URL('..', import.meta.url)), 'health-check', [], 3);

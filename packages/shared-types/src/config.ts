@@ -114,7 +114,8 @@ function check(value: unknown, schema: Schema, path: string, problems: string[])
       return out;
     }
     case 'service': {
-      const s = check(value, SERVICE, path, problems) as Record<string, unknown>;
+      const s = check(value, SERVICE, path, problems) as Record<string, unknown> | null;
+      if (typeof s !== 'object' || s === null || Array.isArray(s)) return s;
       if (s.kind === 'launchd' && !s.label) problems.push(`${at}.label: required for launchd`);
       if (s.kind === 'systemd' && !s.unit) problems.push(`${at}.unit: required for systemd`);
       if (s.kind === 'command' && !s.restart && !s.start)
