@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import {
   classifyMessage,
   decodeLine,
@@ -30,19 +31,37 @@ const BACKSLASH = 0x5c;
  * (escapes such as `"start\u004cink"` are no way around it).
  */
 export class MethodFilter {
-  private readonly needles: Buffer[];
+  /**
+   * The refused names as they appear in JSON text (`"startLink"`, UTF-8), as one regular
+   * expression over the latin1 reading of the bytes: one character per byte, so it matches
+   * exactly where a byte search for any of them would, in one pass instead of one per name.
+   */
+  private readonly needles: RegExp | null;
   readonly refused: ReadonlySet<string>;
 
   constructor(methods: readonly string[] = RELAY_REFUSED_METHODS) {
     this.refused = new Set(methods);
-    this.needles = methods.map((m) => Buffer.from(JSON.stringify(m)));
+    const latin1 = methods.map((m) => Buffer.from(JSON.stringify(m)).toString('latin1'));
+    this.needles =
+      latin1.length === 0 ? null : new RegExp(latin1.map((n) => n.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&')).join('|'));
   }
 
-  judge(line: Uint8Array): Verdict {
+  /**
+   * True when `bytes` holds none of the refused names in quotes. A line that lies inside such
+   * bytes holds none either, so the relay searches each chunk it reads once instead of each line.
+   */
+  noRefusedName(bytes: Buffer): boolean {
+    return this.needles === null || !this.needles.test(bytes.toString('latin1'));
+  }
+
+  /** `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). */
+  judge(line: Uint8Array, namesAbsent = false): Verdict {
     const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line.buffer, line.byteOffset, line.byteLength);
-    if (bytes.indexOf(BACKSLASH) < 0 && !this.needles.some((n) => bytes.indexOf(n) >= 0)) return FORWARD;
+    if (bytes.indexOf(BACKSLASH) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
+    // The daemon answers invalid UTF-8 itself (checked first: a failed decode throws, which is slow).
+    if (!isUtf8(bytes)) return FORWARD;
     const text = decodeLine(bytes);
-    if (text === null) return FORWARD; // the daemon answers invalid UTF-8 itself
+    if (text === null) return FORWARD;
     let value: unknown;
     try {
       value = JSON.parse(text);

@@ -316,7 +316,7 @@ class Pair {
     // Guest → target.
     client.on('data', (chunk: Buffer) => {
       this.bytesIn += chunk.length;
-      const ok = this.framer ? this.forwardFrames(this.framer.push(chunk), up) : up.write(chunk);
+      const ok = this.framer ? this.forwardFrames(this.framer.push(chunk), up, true, chunk) : up.write(chunk);
       if (!ok) client.pause();
     });
     up.on('drain', () => client.resume());
@@ -327,9 +327,15 @@ class Pair {
     });
   }
 
-  /** Forwards the lines the filter lets through, in order, in one write; answers the others. */
-  private forwardFrames(frames: Frame[], up: Socket, terminated = true): boolean {
+  /**
+   * Forwards the lines the filter lets through, in order, in one write; answers the others. The
+   * refused names are searched for once in `chunk` (what was read), not in each line of it: a
+   * line that lies inside a chunk without them holds none either. A line that began in an earlier
+   * chunk is a copy, not inside `chunk`, and is searched on its own.
+   */
+  private forwardFrames(frames: Frame[], up: Socket, terminated = true, chunk?: Buffer): boolean {
     const out: Uint8Array[] = [];
+    const clean = chunk !== undefined && frames.length > 1 && this.filter!.noRefusedName(chunk);
     for (const frame of frames) {
       if (frame.kind === 'oversize') {
         this.inject(
@@ -340,7 +346,12 @@ class Pair {
         );
         continue;
       }
-      const verdict = this.filter!.judge(frame.bytes);
+      const inside =
+        clean &&
+        frame.bytes.buffer === chunk.buffer &&
+        frame.bytes.byteOffset >= chunk.byteOffset &&
+        frame.bytes.byteOffset + frame.bytes.byteLength <= chunk.byteOffset + chunk.byteLength;
+      const verdict = this.filter!.judge(frame.bytes, inside);
       if (verdict.forward) {
         out.push(frame.bytes);
         if (terminated) out.push(frame.crlf ? CRLF : LF);

@@ -140,6 +140,43 @@ describe('half-close', () => {
   }
 });
 
+describe('the filter on many lines at once', () => {
+  it('refuses a name inside a chunk of allowed lines and one split across two reads; the rest passes in order', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr);
+    const sock = connect(r.addr.port, r.addr.host);
+    let got = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => {
+      got += d;
+    });
+    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const ok = (from: number, n: number) =>
+      Array.from(
+        { length: n },
+        (_, i) => `{"jsonrpc":"2.0","method":"send","params":{"message":"m"},"id":${from + i}}\n`,
+      ).join('');
+    const split = '{"jsonrpc":"2.0","method":"setPin","params":{"pin":"1"},"id":"split"}\n';
+    const cut = split.indexOf('setPin') + 3;
+    sock.write(`${ok(0, 300)}{"jsonrpc":"2.0","method":"startLink","id":"mid"}\n${ok(300, 300)}${split.slice(0, cut)}`);
+    await until('the first part went through', () => got.includes('"id":599}'));
+    sock.end(`${split.slice(cut)}${ok(600, 10)}`);
+    await ended;
+    const lines = got.split('\n').filter((l) => l !== '');
+    const refusals = lines.filter((l) => l.includes('"error"')).map((l) => JSON.parse(l));
+    expect(refusals).toEqual([
+      expect.objectContaining({ id: 'mid', error: expect.objectContaining({ code: -32601 }) }),
+      expect.objectContaining({ id: 'split', error: expect.objectContaining({ code: -32601 }) }),
+    ]);
+    expect(lines.filter((l) => !l.includes('"error"')).join('\n')).toBe(
+      `${ok(0, 300)}${ok(300, 300)}${ok(600, 10)}`.trimEnd(),
+    );
+    sock.destroy();
+    await r.close();
+    await closeServer(echo);
+  });
+});
+
 describe('a target that is down', () => {
   it('closes the guest promptly with a log line, keeps serving, and works once the target is back', async () => {
     // Find a free port, then leave it closed: the target is down.

@@ -114,5 +114,47 @@ describe('the method filter', () => {
     const f = new MethodFilter(['send']);
     expect(f.judge(line({ jsonrpc: '2.0', method: 'startLink', id: 1 }))).toEqual({ forward: true });
     expect(f.judge(line({ jsonrpc: '2.0', method: 'send', id: 1 })).forward).toBe(false);
+    expect(new MethodFilter([]).judge(line({ jsonrpc: '2.0', method: 'startLink', id: 1 }))).toEqual({ forward: true });
+  });
+
+  it('finds a refused name in bytes exactly where a byte search would, whatever characters the names have', () => {
+    const chars = [
+      'a',
+      'b',
+      '.',
+      '*',
+      '+',
+      '?',
+      '(',
+      ')',
+      '[',
+      ']',
+      '{',
+      '}',
+      '|',
+      '^',
+      '$',
+      '/',
+      '-',
+      '"',
+      '\\',
+      'é',
+      '😀',
+    ];
+    const word = fc.array(fc.constantFrom(...chars), { minLength: 1, maxLength: 5 }).map((a) => a.join(''));
+    fc.assert(
+      fc.property(
+        fc.array(word, { maxLength: 4 }),
+        fc.array(fc.oneof(word, fc.nat(3)), { maxLength: 8 }),
+        (names, parts) => {
+          const needles = names.map((m) => Buffer.from(JSON.stringify(m)));
+          const bytes = Buffer.concat(
+            parts.map((p) => (typeof p === 'number' ? (needles[p] ?? Buffer.from([0xff, 0x22])) : Buffer.from(p))),
+          );
+          expect(new MethodFilter(names).noRefusedName(bytes)).toBe(!needles.some((n) => bytes.indexOf(n) >= 0));
+        },
+      ),
+      { numRuns: 1000 },
+    );
   });
 });
