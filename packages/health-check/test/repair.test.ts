@@ -236,7 +236,17 @@ describe('consumers brought back with --fix', () => {
   it('a relay that is down is restarted and its link address accepts again', async () => {
     await lab.startDaemon();
     const port = await freePort('127.0.0.2');
-    const argv = [NODE, RELAY_BIN, '--listen', `127.0.0.2:${port}`, '--target', `127.0.0.1:${lab.tcpPort}`];
+    // Its log in the lab: the lab's cleanup finds the relaunched relay by its command line.
+    const argv = [
+      NODE,
+      RELAY_BIN,
+      '--listen',
+      `127.0.0.2:${port}`,
+      '--target',
+      `127.0.0.1:${lab.tcpPort}`,
+      '--log-file',
+      lab.path('relay.log'),
+    ];
     const file = lab.writeConfig({
       ...lab.baseConfig(),
       relay: { link: `127.0.0.2:${port}`, service: lab.launcher(argv) },
