@@ -45,6 +45,107 @@ export const GUARDIAN_EVENT_LEVEL: Readonly<Record<GuardianEventName, LogLevel>>
   binary_missing: 'error',
 };
 
+/** The fields each event of spec 6.2 carries besides ts, level and event (spec 2.5), exactly. */
+export const GUARDIAN_EVENT_FIELDS: Readonly<Record<GuardianEventName, readonly string[]>> = {
+  probe_ok: ['probe_ms', 'agent'],
+  probe_fail: ['probe_ms', 'consecutive', 'snippet'],
+  restarting: ['action', 'agent'],
+  restart_requested: ['rc'],
+  rate_limit: [],
+  fallback_activated: [],
+  probe_skip_busy: ['recent_success_age_s'],
+  binary_missing: [],
+};
+
+/**
+ * Events the spec does not name but the guardian also writes (DESIGN.md 5: the model-list and
+ * canary probes, the integrity check, the circuit breaker, the operator's commands, alerts).
+ * They reuse the fields of spec 2.5 where one fits; `detail` is their one field of their own.
+ */
+export const GUARDIAN_EXTRA_EVENTS = [
+  'model_list_ok',
+  'model_list_fail',
+  'canary_ok',
+  'canary_fail',
+  'integrity_ok',
+  'integrity_failed',
+  'circuit_open',
+  'fallback_unavailable',
+  'service_failed',
+  'alerting',
+  'restored',
+  'restore_refused',
+  'reset',
+  'alert_sent',
+  'alert_failed',
+] as const;
+
+export type GuardianExtraEventName = (typeof GUARDIAN_EXTRA_EVENTS)[number];
+
+export type GuardianExtraLogRecord =
+  | { ts: number; level: LogLevel; event: 'model_list_ok' | 'canary_ok'; probe_ms: number; agent: string }
+  | {
+      ts: number;
+      level: LogLevel;
+      event: 'model_list_fail' | 'canary_fail';
+      probe_ms: number;
+      consecutive: number;
+      snippet: string;
+    }
+  | { ts: number; level: LogLevel; event: 'restored'; agent: string }
+  | { ts: number; level: LogLevel; event: 'service_failed'; action: string; agent: string; rc: number; detail: string }
+  | {
+      ts: number;
+      level: LogLevel;
+      event:
+        | 'integrity_ok'
+        | 'integrity_failed'
+        | 'circuit_open'
+        | 'fallback_unavailable'
+        | 'alerting'
+        | 'restore_refused'
+        | 'reset'
+        | 'alert_sent'
+        | 'alert_failed';
+      detail: string;
+    };
+
+export const GUARDIAN_EXTRA_EVENT_FIELDS: Readonly<Record<GuardianExtraEventName, readonly string[]>> = {
+  model_list_ok: ['probe_ms', 'agent'],
+  model_list_fail: ['probe_ms', 'consecutive', 'snippet'],
+  canary_ok: ['probe_ms', 'agent'],
+  canary_fail: ['probe_ms', 'consecutive', 'snippet'],
+  integrity_ok: ['detail'],
+  integrity_failed: ['detail'],
+  circuit_open: ['detail'],
+  fallback_unavailable: ['detail'],
+  service_failed: ['action', 'agent', 'rc', 'detail'],
+  alerting: ['detail'],
+  restored: ['agent'],
+  restore_refused: ['detail'],
+  reset: ['detail'],
+  alert_sent: ['detail'],
+  alert_failed: ['detail'],
+};
+
+export const GUARDIAN_EXTRA_EVENT_LEVEL: Readonly<Record<GuardianExtraEventName, LogLevel>> = {
+  model_list_ok: 'info',
+  model_list_fail: 'warn',
+  canary_ok: 'info',
+  canary_fail: 'warn',
+  integrity_ok: 'info',
+  integrity_failed: 'error',
+  circuit_open: 'error',
+  fallback_unavailable: 'error',
+  service_failed: 'warn',
+  alerting: 'warn',
+  restored: 'info',
+  restore_refused: 'warn',
+  reset: 'info',
+  alert_sent: 'info',
+  alert_failed: 'warn',
+};
+
 /** Strings in the recent primary-backend log that restarts cannot fix (spec 3.3). */
 export const FATAL_PATTERNS = [
   'Failed to load the default metallib',
