@@ -1,15 +1,167 @@
-import { ExitCode } from '@vigil/shared-types';
-import { Command, CommanderError } from 'commander';
-import { start } from './index.js';
+import { ExitCode, envVarFor } from '@vigil/shared-types';
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigFileError, loadConfig } from './config.js';
+import { StateBusyError } from './files.js';
+import { Guardian, NotConfiguredError, runLoop, StateFileError, type StatusReport } from './guardian.js';
 import { VERSION } from './version.js';
 
-const program = new Command('guardian')
+const BIN = 'guardian';
+
+const configOption = () =>
+  new Option('-c, --config <file>', 'the JSON configuration file')
+    .env(envVarFor(BIN, '--config'))
+    .makeOptionMandatory();
+
+const say = (msg: string) => process.stderr.write(`${BIN}: ${msg}\n`);
+
+function open(file: string): Guardian {
+  return new Guardian(loadConfig(file));
+}
+
+/** The line a guardian that stops for a person prints (the log has the events). */
+function manualLine(g: Guardian, configFile: string): string {
+  let alerting: StatusReport['alerting'] = null;
+  try {
+    alerting = g.status().alerting;
+  } catch {
+    // the state could not be read back: the generic line below still says what to do
+  }
+  const why = alerting ? `${alerting.reason}: ${alerting.detail}` : 'see the log';
+  return (
+    `manual intervention required (${why}); once fixed, run \`${BIN} reset --config ${configFile}\`` +
+    ` (or \`${BIN} restore --config ${configFile}\` to swap back from the fallback)`
+  );
+}
+
+const ago = (t: number | null, now: number) =>
+  t === null ? 'never' : `${new Date(t * 1000).toISOString()} (${Math.max(0, Math.round(now - t))} s ago)`;
+
+export function humanStatus(s: StatusReport, restartWindowS: number, circuitWindowS: number): string {
+  const now = Date.now() / 1000;
+  const lock = s.lock as { since_iso?: string; pattern?: string } | string | null;
+  const lines = [
+    s.mode === 'fallback'
+      ? `mode: fallback (${s.agent})${typeof lock === 'object' && lock?.since_iso ? ` since ${lock.since_iso}` : ''}` +
+        `${typeof lock === 'object' && lock?.pattern ? `, after "${lock.pattern}" in the primary's log` : ''}`
+      : `mode: primary (${s.agent})`,
+    s.alerting
+      ? `state: ALERTING since ${new Date(s.alerting.since * 1000).toISOString()} (${s.alerting.reason}): ${s.alerting.detail}`
+      : s.consecutive > 0
+        ? `state: failing (${s.consecutive} consecutive failure${s.consecutive === 1 ? '' : 's'})`
+        : 'state: serving',
+    `restarts in the last ${restartWindowS} s: ${s.restarts.length}`,
+    `root causes in the last ${circuitWindowS} s: ${Object.keys(s.causes).sort().join(', ') || 'none'}`,
+    `last probe: ${ago(s.lastProbeAt, now)}; last success: ${ago(s.lastOkAt, now)}`,
+  ];
+  if (s.binaryMissing) lines.push('binary: MISSING at the last integrity check');
+  return `${lines.join('\n')}\n`;
+}
+
+const program = new Command(BIN)
   .description('Prove every minute that the inference server really answers; restart, rate-limit, fall back.')
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
-  .exitOverride()
-  .action(async () => {
-    await start({});
+  .showHelpAfterError(false)
+  .exitOverride();
+
+program
+  .command('run')
+  .description('probe every intervalS until stopped (SIGTERM/SIGINT: exit 0) or a person is needed (exit 2)')
+  .addOption(configOption())
+  .action(async (o: { config: string }) => {
+    const g = open(o.config);
+    const stop = new AbortController();
+    let signals = 0;
+    const onSignal = () => {
+      if (++signals > 1) process.exit(ExitCode.FAILURE);
+      stop.abort();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    try {
+      const code = await runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+      if (code === ExitCode.MANUAL) say(manualLine(g, o.config));
+      process.exitCode = code;
+    } finally {
+      g.close();
+    }
+  });
+
+program
+  .command('tick')
+  .description('one tick (for a timer): exit 0 when done, 2 when a person is needed')
+  .addOption(configOption())
+  .action(async (o: { config: string }) => {
+    const g = open(o.config);
+    try {
+      const code = (await g.tick()) ?? ExitCode.OK;
+      if (code === ExitCode.MANUAL) say(manualLine(g, o.config));
+      process.exitCode = code;
+    } finally {
+      g.close();
+    }
+  });
+
+program
+  .command('status')
+  .description('the state: a short summary, or JSON with --json (exit 2 while alerting)')
+  .addOption(configOption())
+  .option('--json', 'print the state as one JSON object')
+  .action((o: { config: string; json?: boolean }) => {
+    const g = open(o.config);
+    const s = g.status();
+    process.stdout.write(
+      o.json ? `${JSON.stringify(s)}\n` : humanStatus(s, g.config.restartWindowS, g.config.circuitWindowS),
+    );
+    process.exitCode = s.alerting ? ExitCode.MANUAL : ExitCode.OK;
+    g.close();
+  });
+
+program
+  .command('restore')
+  .description('swap back to the primary: verify it runs standalone, stop the fallback, remove the lock, start it')
+  .addOption(configOption())
+  .action(async (o: { config: string }) => {
+    const g = open(o.config);
+    try {
+      const r = await g.restore();
+      if (r.code === ExitCode.OK) process.stdout.write(`${r.message}\n`);
+      else say(r.message);
+      process.exitCode = r.code;
+    } finally {
+      g.close();
+    }
+  });
+
+program
+  .command('reset')
+  .description('clear the alerting state (rate limit, circuit breaker) after fixing the cause')
+  .addOption(configOption())
+  .action(async (o: { config: string }) => {
+    const g = open(o.config);
+    try {
+      const r = await g.reset();
+      process.stdout.write(`${r.message}\n`);
+      process.exitCode = r.code;
+    } finally {
+      g.close();
+    }
+  });
+
+program
+  .command('check-integrity')
+  .description('check the primary binary now: exists, matches its manifest, codesign (exit 2 when not)')
+  .addOption(configOption())
+  .action(async (o: { config: string }) => {
+    const g = open(o.config);
+    try {
+      const r = await g.checkIntegrity();
+      if (r.result === 'ok') process.stdout.write(`ok: ${r.detail}\n`);
+      else say(`${r.result === 'missing' ? 'binary missing' : 'integrity check failed'}: ${r.detail}`);
+      process.exitCode = r.result === 'ok' ? ExitCode.OK : ExitCode.MANUAL;
+    } finally {
+      g.close();
+    }
   });
 
 try {
@@ -18,8 +170,20 @@ try {
   if (err instanceof CommanderError) {
     // --help and --version end here with exit code 0; usage errors were already printed.
     process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else {
-    process.stderr.write(`guardian: ${err instanceof Error ? err.message : String(err)}\n`);
+  } else if (err instanceof ConfigFileError) {
+    say(err.message);
     process.exitCode = ExitCode.CONFIG;
+  } else if (err instanceof StateFileError) {
+    say(err.message);
+    process.exitCode = ExitCode.MANUAL;
+  } else if (err instanceof StateBusyError) {
+    say(err.message);
+    process.exitCode = ExitCode.FAILURE;
+  } else if (err instanceof NotConfiguredError) {
+    say((err as Error).message);
+    process.exitCode = ExitCode.CONFIG;
+  } else {
+    say(err instanceof Error ? err.message : String(err));
+    process.exitCode = ExitCode.FAILURE;
   }
 }

@@ -1,0 +1,548 @@
+/**
+ * The shell around the machine: it observes (the lock file, the new lines of the primary's log
+ * and of both access logs, probes, the binary), asks `decide` what to do, performs the actions
+ * (service manager, lock file, alerts), writes the events and keeps the state file.
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { dirname } from 'node:path';
+import { findFatalPattern, isSuccessLogLine, serviceArgv } from '@vigil/shared-types';
+import { sendAlert } from './alert.js';
+import { runCommand } from './command.js';
+import type { BackendConfig, GuardianConfig } from './config.js';
+import { acquireLock, fileExists, readTextOrNull, removeFile, writeFileAtomic } from './files.js';
+import { checkIntegrity, type IntegrityResult } from './integrity.js';
+import { endPosition, type LogPosition, readNewLines } from './logreader.js';
+import {
+  type Action,
+  type Alerting,
+  type Decision,
+  decide,
+  type FatalFinding,
+  type GuardianEvent,
+  INITIAL_STATE,
+  type MachineConfig,
+  type MachineState,
+  type Observation,
+  type Target,
+} from './machine.js';
+import { Prober } from './probe.js';
+
+export const STATE_VERSION = 1;
+
+/** The state file: the machine's state and what the shell remembers between ticks. */
+export interface StateFileData {
+  version: typeof STATE_VERSION;
+  machine: MachineState;
+  /** Read positions: `primary` (its log), `access:primary`, `access:fallback`. */
+  logs: Record<string, LogPosition | null>;
+  /**
+   * The guardian's own successful completions [start, end, backend] (Unix seconds) whose line in
+   * that backend's access log has not been read yet: that line is not a client's, so not "busy".
+   */
+  ownProbes: [number, number, Target][];
+  /** The latest success seen in either access log that was not a probe of ours. */
+  lastSuccessAt: number | null;
+  /** Unix seconds. */
+  updatedAt: number;
+}
+
+/** The state file exists but cannot be used (edited by hand, say): a person must look. */
+export class StateFileError extends Error {
+  readonly code = 'ESTATE';
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(`state file ${path} ${why}; fix it, or remove it to start afresh (its alerting state is then lost)`);
+    this.name = 'StateFileError';
+  }
+}
+
+/** An operation the configuration does not give what it needs (exit 78). */
+export class NotConfiguredError extends Error {
+  readonly code = 'ENOTCONFIGURED';
+  constructor(message: string) {
+    super(message);
+    this.name = 'NotConfiguredError';
+  }
+}
+
+export interface GuardianOptions {
+  /** Where event lines go when the configuration has no logFile (default: stdout). */
+  readonly out?: (line: string) => void;
+  /** The environment of service commands (default: this process's). */
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+export interface StatusReport {
+  readonly mode: Target;
+  readonly agent: string;
+  readonly alerting: MachineState['alerting'];
+  readonly consecutive: number;
+  readonly restarts: readonly number[];
+  readonly causes: Readonly<Record<string, number>>;
+  readonly lastProbeAt: number | null;
+  readonly lastOkAt: number | null;
+  readonly lastSuccessSeenAt: number | null;
+  readonly binaryMissing: boolean;
+  readonly lock: unknown;
+  readonly stateFile: string;
+  readonly lockFile: string;
+  readonly updatedAt: number | null;
+}
+
+const nowS = () => Date.now() / 1000;
+const LINE_CHARS = 500;
+
+function freshState(): StateFileData {
+  return {
+    version: STATE_VERSION,
+    machine: INITIAL_STATE,
+    logs: {},
+    ownProbes: [],
+    lastSuccessAt: null,
+    updatedAt: nowS(),
+  };
+}
+
+const isNum = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+const isNumOrNull = (v: unknown) => v === null || isNum(v);
+
+/** Parses and checks a state file's text. */
+export function parseState(path: string, text: string): StateFileData {
+  let v: Partial<Record<keyof StateFileData, unknown>>;
+  try {
+    v = JSON.parse(text) as typeof v;
+  } catch (err) {
+    throw new StateFileError(path, `is not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof v !== 'object' || v === null || v.version !== STATE_VERSION) {
+    throw new StateFileError(path, `is not a guardian state file of version ${STATE_VERSION}`);
+  }
+  const m = { ...INITIAL_STATE, ...(typeof v.machine === 'object' && v.machine !== null ? v.machine : {}) };
+  const alerting = m.alerting as unknown;
+  const ok =
+    (m.mode === 'primary' || m.mode === 'fallback') &&
+    Number.isInteger(m.consecutive) &&
+    m.consecutive >= 0 &&
+    isNumOrNull(m.lastFailureAt) &&
+    Array.isArray(m.restarts) &&
+    m.restarts.every(isNum) &&
+    typeof m.causes === 'object' &&
+    m.causes !== null &&
+    Object.values(m.causes).every(isNum) &&
+    Array.isArray(m.plan) &&
+    (alerting === null ||
+      (typeof alerting === 'object' &&
+        typeof (alerting as Alerting).reason === 'string' &&
+        isNum((alerting as Alerting).since))) &&
+    [m.lastProbeAt, m.lastOkAt, m.lastModelListAt, m.lastCanaryAt, m.lastIntegrityAt].every(isNumOrNull);
+  if (!ok) throw new StateFileError(path, 'has fields of the wrong type');
+  const logs = typeof v.logs === 'object' && v.logs !== null ? (v.logs as StateFileData['logs']) : {};
+  const ownProbes = Array.isArray(v.ownProbes)
+    ? (v.ownProbes as unknown[]).filter(
+        (p): p is [number, number, Target] =>
+          Array.isArray(p) &&
+          p.length === 3 &&
+          isNum(p[0]) &&
+          isNum(p[1]) &&
+          (p[2] === 'primary' || p[2] === 'fallback'),
+      )
+    : [];
+  return {
+    version: STATE_VERSION,
+    machine: { ...m, plan: [] },
+    logs,
+    ownProbes,
+    lastSuccessAt: isNum(v.lastSuccessAt) ? (v.lastSuccessAt as number) : null,
+    updatedAt: isNum(v.updatedAt) ? (v.updatedAt as number) : nowS(),
+  };
+}
+
+export class Guardian {
+  readonly machineConfig: MachineConfig;
+  /** The probes (public for the benchmark, which times them). */
+  readonly prober: Prober;
+  private readonly out: (line: string) => void;
+  private readonly env: NodeJS.ProcessEnv;
+  /** The state as last read or written, without updatedAt: an unchanged state is not written again. */
+  private lastSaved: string | null = null;
+  private logDirMade = false;
+
+  constructor(
+    readonly config: GuardianConfig,
+    options: GuardianOptions = {},
+  ) {
+    this.machineConfig = machineConfigOf(config);
+    this.prober = new Prober({
+      budgetMs: config.probeBudgetS * 1000,
+      prompt: config.probePrompt,
+      canaryPrompt: config.canaryPrompt,
+      canaryMaxTokens: config.canaryMaxTokens,
+    });
+    this.out = options.out ?? ((line) => process.stdout.write(`${line}\n`));
+    this.env = options.env ?? process.env;
+  }
+
+  close(): void {
+    this.prober.close();
+  }
+
+  // ---- the operations -----------------------------------------------------------------------
+
+  /** One tick: observe, decide, act. Returns the exit code when the guardian must stop (2), else null. */
+  async tick(signal?: AbortSignal): Promise<number | null> {
+    return this.locked(async (data) => this.drive(data, await this.observeTick(data), signal));
+  }
+
+  /** The operator's swap-back to the primary. */
+  async restore(): Promise<{ code: number; message: string }> {
+    return this.locked(async (data) => {
+      const { primary } = this.config;
+      const argv = primary.standalone ?? (primary.binary ? [primary.binary, '--version'] : null);
+      let verified = false;
+      let detail: string;
+      if (argv === null) {
+        detail = 'nothing to verify the primary with: configure primary.standalone (or primary.binary)';
+      } else if (primary.binary && !fileExists(primary.binary)) {
+        detail = `the primary binary ${primary.binary} does not exist`;
+      } else {
+        const r = await runCommand(argv, primary.standaloneTimeoutS * 1000, this.env);
+        verified = r.rc === 0;
+        detail = `${argv.join(' ')} exited with ${r.rc}${r.detail ? `: ${r.detail}` : ''}`;
+      }
+      const lock = fileExists(this.config.lockFile);
+      const code = (await this.drive(data, { type: 'restore', verified, detail, lock })) ?? 0;
+      const message = !verified
+        ? `restore refused: the primary does not run standalone: ${detail}`
+        : code === 0
+          ? `restored: ${primary.agent} is the active backend again${lock ? ', fallback stopped, lock file removed' : ''}`
+          : 'restored, but some service commands failed (see the log)';
+      return { code, message };
+    });
+  }
+
+  /** The operator clears the alerting state (and the failure count, restart window, root causes). */
+  async reset(): Promise<{ code: number; message: string }> {
+    return this.locked(async (data) => {
+      const was = data.machine.alerting;
+      const code = (await this.drive(data, { type: 'reset' })) ?? 0;
+      return { code, message: was ? `reset: cleared ${was.reason}` : 'reset: was not alerting; counters cleared' };
+    });
+  }
+
+  /** Runs the integrity check now; logs its events as a tick would. */
+  async checkIntegrity(): Promise<IntegrityResult> {
+    const { binary } = this.config.primary;
+    if (!binary) throw new NotConfiguredError('primary.binary is not configured: there is nothing to check');
+    return this.locked(async (data) => {
+      const result = await this.integrity();
+      await this.drive(data, { type: 'integrity', ...result });
+      return result;
+    });
+  }
+
+  /** The state as the files say (no lock needed: they are written atomically). */
+  status(): StatusReport {
+    const text = readTextOrNull(this.config.stateFile);
+    const data = text === null ? null : parseState(this.config.stateFile, text);
+    const m = data?.machine ?? INITIAL_STATE;
+    const lockText = readTextOrNull(this.config.lockFile);
+    let lock: unknown = null;
+    if (lockText !== null) {
+      try {
+        lock = JSON.parse(lockText);
+      } catch {
+        lock = lockText.trim();
+      }
+    }
+    const mode: Target = lockText !== null ? 'fallback' : 'primary';
+    const now = nowS();
+    return {
+      mode,
+      agent: mode === 'fallback' ? (this.config.fallback?.agent ?? 'fallback') : this.config.primary.agent,
+      alerting: m.alerting,
+      consecutive: m.consecutive,
+      restarts: m.restarts.filter((t) => now - t < this.config.restartWindowS),
+      causes: Object.fromEntries(Object.entries(m.causes).filter(([, t]) => now - t < this.config.circuitWindowS)),
+      lastProbeAt: m.lastProbeAt,
+      lastOkAt: m.lastOkAt,
+      lastSuccessSeenAt: data?.lastSuccessAt ?? null,
+      binaryMissing: m.binaryMissing,
+      lock,
+      stateFile: this.config.stateFile,
+      lockFile: this.config.lockFile,
+      updatedAt: data?.updatedAt ?? null,
+    };
+  }
+
+  // ---- the loop of decisions and actions ----------------------------------------------------
+
+  private async locked<T>(fn: (data: StateFileData) => Promise<T>): Promise<T> {
+    const c = this.config;
+    const worstTickS = c.probeBudgetS * 3 + c.commandTimeoutS * 3 + c.primary.standaloneTimeoutS + 30;
+    const release = await acquireLock(`${c.stateFile}.lock`, worstTickS * 1000, worstTickS * 1000);
+    try {
+      const text = readTextOrNull(c.stateFile);
+      const data = text === null ? freshState() : parseState(c.stateFile, text);
+      this.lastSaved = text === null ? null : bodyOf(data);
+      try {
+        return await fn(data);
+      } finally {
+        this.save(data);
+      }
+    } finally {
+      release();
+    }
+  }
+
+  /** Feeds observations to the machine and performs its actions until it has nothing more to do. */
+  private async drive(data: StateFileData, first: Observation, signal?: AbortSignal): Promise<number | null> {
+    let observation: Observation | null = first;
+    while (observation !== null) {
+      const now = nowS();
+      const d: Decision = decide(data.machine, observation, this.machineConfig, now);
+      data.machine = d.state;
+      this.writeEvents(d.events, now);
+      // Write-ahead: what the machine decided is on disk before anything it decided is done.
+      if (d.actions.some((a) => a.type !== 'probe' && a.type !== 'integrity') || d.exit !== null) this.save(data);
+      observation = null;
+      for (const action of d.actions) {
+        if (signal?.aborted && action.type === 'probe') break;
+        const seen = await this.perform(action, data, signal);
+        if (seen !== null) observation = seen;
+      }
+      if (d.exit !== null) return d.exit;
+      if (signal?.aborted) return null;
+    }
+    return null;
+  }
+
+  private async perform(action: Action, data: StateFileData, signal?: AbortSignal): Promise<Observation | null> {
+    const c = this.config;
+    switch (action.type) {
+      case 'probe': {
+        const backend = this.backend(action.target);
+        const r = await this.prober.probe(action.probe, backend, signal);
+        // A successful completion of ours leaves one success line in the backend's access log;
+        // remember when, so that it is not taken for a client's.
+        if (r.ok && action.probe !== 'models') {
+          data.ownProbes = [...data.ownProbes, [r.startedAt, r.endedAt, action.target]];
+        }
+        return {
+          type: 'probe',
+          probe: action.probe,
+          ok: r.ok,
+          ms: r.ms,
+          ...(r.cause ? { cause: r.cause } : {}),
+          ...(r.snippet !== undefined ? { snippet: r.snippet } : {}),
+        };
+      }
+      case 'integrity':
+        return { type: 'integrity', ...(await this.integrity()) };
+      case 'service': {
+        const backend = this.backendOrNull(action.target);
+        const argv = backend ? serviceArgv(backend.service, action.op, process.getuid?.() ?? 0) : null;
+        const r = argv
+          ? await runCommand(argv, c.commandTimeoutS * 1000, this.env)
+          : { rc: 127, detail: `no ${action.op} command is configured for the ${action.target} backend` };
+        return {
+          type: 'service',
+          op: action.op,
+          target: action.target,
+          purpose: action.purpose,
+          rc: r.rc,
+          detail: r.detail,
+        };
+      }
+      case 'write_lock': {
+        const lock = { ...action.lock, since_iso: new Date(action.lock.since * 1000).toISOString(), pid: process.pid };
+        writeFileAtomic(c.lockFile, `${JSON.stringify(lock, null, 2)}\n`, 0o644, true);
+        return null;
+      }
+      case 'remove_lock':
+        removeFile(c.lockFile);
+        return null;
+      case 'skip_primary_log':
+        if (c.primary.log) data.logs.primary = await endPosition(c.primary.log);
+        data.lastSuccessAt = null;
+        return null;
+      case 'alert': {
+        if (!c.alert) return null;
+        const r = await sendAlert(c.alert, `[vigil guardian on ${hostname()}] ${action.message}`);
+        this.writeEvents(
+          [{ event: r.ok ? 'alert_sent' : 'alert_failed', level: r.ok ? 'info' : 'warn', detail: r.detail }],
+          nowS(),
+        );
+        return null;
+      }
+    }
+  }
+
+  // ---- observing ----------------------------------------------------------------------------
+
+  private async observeTick(data: StateFileData): Promise<Observation> {
+    const c = this.config;
+    const now = nowS();
+    const lock = fileExists(c.lockFile);
+    let fatal: FatalFinding | null = null;
+    if (c.primary.log) {
+      const r = await this.readLog(c.primary.log, data, 'primary');
+      for (const line of r.lines) {
+        // A log seen for the first time: only what it said in the last recentLogS counts.
+        if (r.first && line.at < now - c.recentLogS) continue;
+        const pattern = findFatalPattern(line.text);
+        if (pattern !== null) {
+          fatal = { pattern, line: excerptLine(line.text) };
+          break;
+        }
+      }
+    }
+    // Each completion of ours accounts for one success line (timestamps may be whole seconds).
+    const own = [...data.ownProbes];
+    const mine = (at: number, target: Target) => {
+      const i = own.findIndex(([start, end, t]) => t === target && at >= start - 1 && at <= end + 1);
+      if (i >= 0) own.splice(i, 1);
+      return i >= 0;
+    };
+    const access: [Target, string | undefined][] = [
+      ['primary', c.primary.accessLog],
+      ['fallback', c.fallback?.accessLog],
+    ];
+    for (const [target, path] of access) {
+      if (!path) continue;
+      const r = await this.readLog(path, data, `access:${target}`);
+      for (const line of r.lines) {
+        if (!isSuccessLogLine(line.text) || mine(line.at, target)) continue;
+        if (data.lastSuccessAt === null || line.at > data.lastSuccessAt) data.lastSuccessAt = line.at;
+      }
+    }
+    data.ownProbes = own.filter(([, end]) => now - end < Math.max(c.busyWindowS, c.intervalS) + 60);
+    return { type: 'tick', lock, fatal, lastSuccessAt: data.lastSuccessAt };
+  }
+
+  private async readLog(path: string, data: StateFileData, key: string) {
+    try {
+      const r = await readNewLines(path, data.logs[key] ?? null);
+      data.logs[key] = r.position;
+      return r;
+    } catch (err) {
+      // Unreadable (permissions): nothing seen this time; the probes still run.
+      process.stderr.write(`guardian: cannot read ${path}: ${(err as Error).message}\n`);
+      return { lines: [], first: false };
+    }
+  }
+
+  private integrity(): Promise<IntegrityResult> {
+    const p = this.config.primary;
+    return checkIntegrity(
+      { binary: p.binary!, ...(p.manifest ? { manifest: p.manifest } : {}), codesign: p.codesign },
+      this.config.commandTimeoutS * 1000,
+      this.env,
+    );
+  }
+
+  private backendOrNull(target: Target): BackendConfig | null {
+    return target === 'primary' ? this.config.primary : (this.config.fallback ?? null);
+  }
+
+  /** The backend a probe goes to; a lock file without a configured fallback leaves the primary's address. */
+  private backend(target: Target): BackendConfig {
+    return this.backendOrNull(target) ?? this.config.primary;
+  }
+
+  // ---- writing --------------------------------------------------------------------------------
+
+  private writeEvents(events: readonly GuardianEvent[], ts: number): void {
+    if (events.length === 0) return;
+    const lines = events.map((e) => {
+      const { event, level, ...fields } = e;
+      return JSON.stringify({ ts, level, event, ...fields });
+    });
+    const file = this.config.logFile;
+    if (!file) {
+      for (const line of lines) this.out(line);
+      return;
+    }
+    if (!this.logDirMade) {
+      mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+      this.logDirMade = true;
+    }
+    // One write per batch, appended: a line is never half-written, and a rotated log is followed.
+    appendFileSync(file, `${lines.join('\n')}\n`, { mode: 0o640 });
+  }
+
+  private save(data: StateFileData): void {
+    const body = bodyOf(data);
+    if (body === this.lastSaved) return;
+    data.updatedAt = nowS();
+    writeFileAtomic(this.config.stateFile, `${JSON.stringify(data)}\n`, 0o600);
+    this.lastSaved = body;
+  }
+}
+
+function bodyOf(data: StateFileData): string {
+  const { updatedAt: _, ...rest } = data;
+  return JSON.stringify(rest);
+}
+
+function excerptLine(text: string): string {
+  const one = text.trim();
+  return one.length > LINE_CHARS ? `${one.slice(0, LINE_CHARS - 1)}…` : one;
+}
+
+export function machineConfigOf(c: GuardianConfig): MachineConfig {
+  return {
+    busyWindowS: c.busyWindowS,
+    failuresBeforeRestart: c.failuresBeforeRestart,
+    maxRestarts: c.maxRestarts,
+    restartWindowS: c.restartWindowS,
+    modelListIntervalS: c.modelListIntervalS,
+    canaryIntervalS: c.canaryIntervalS,
+    integrityIntervalS: c.integrityIntervalS,
+    circuitBreakerCauses: c.circuitBreakerCauses,
+    circuitWindowS: c.circuitWindowS,
+    agents: { primary: c.primary.agent, fallback: c.fallback?.agent ?? null },
+    integrity: c.primary.binary !== undefined,
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  if (ms <= 0) return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * The loop of `guardian run`: a tick every intervalS (measured from the start of each tick; a tick
+ * that overran is followed at once). Returns the exit code: 2 when a person is needed, 0 when
+ * `signal` stopped it. A tick that finds another guardian updating the state is skipped.
+ */
+export async function runLoop(
+  guardian: Guardian,
+  signal: AbortSignal,
+  onSkip: (err: Error) => void = () => {},
+): Promise<number> {
+  const intervalMs = guardian.config.intervalS * 1000;
+  while (!signal.aborted) {
+    const started = performance.now();
+    try {
+      const exit = await guardian.tick(signal);
+      if (exit !== null) return exit;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EBUSY') throw err;
+      onSkip(err as Error);
+    }
+    await sleep(intervalMs - (performance.now() - started), signal);
+  }
+  return 0;
+}

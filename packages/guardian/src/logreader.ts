@@ -1,0 +1,161 @@
+/**
+ * Reads what a log file gained since the last read, from a remembered position that survives
+ * the guardian's restarts (it lives in the state file): robust to rotation (another inode: the
+ * new file is read from its start), truncation (a size below the position: from the start), a
+ * file that does not exist yet, and a last line still being written (read again next time).
+ */
+import { open, stat } from 'node:fs/promises';
+
+export interface LogPosition {
+  readonly dev: number;
+  readonly ino: number;
+  readonly offset: number;
+}
+
+export interface LogLine {
+  readonly text: string;
+  /** Unix seconds: the line's own timestamp when it has one, else the file's modification time. */
+  readonly at: number;
+}
+
+export interface LogRead {
+  /** Complete lines, then the unfinished last line (if any), which is not consumed. */
+  readonly lines: readonly LogLine[];
+  /** Where the next read starts; null while the file does not exist. */
+  readonly position: LogPosition | null;
+  /** No position was remembered: this read looked at the file's tail only. */
+  readonly first: boolean;
+  readonly rotated: boolean;
+  readonly truncated: boolean;
+}
+
+export interface ReadOptions {
+  /** Bytes read of a file seen for the first time (its tail). */
+  readonly tailBytes?: number;
+  /** Most bytes read at once; beyond, the oldest are skipped (what is recent is at the end). */
+  readonly maxBytes?: number;
+}
+
+const MONTHS: Record<string, number> = {
+  Jan: 0,
+  Feb: 1,
+  Mar: 2,
+  Apr: 3,
+  May: 4,
+  Jun: 5,
+  Jul: 6,
+  Aug: 7,
+  Sep: 8,
+  Oct: 9,
+  Nov: 10,
+  Dec: 11,
+};
+
+/**
+ * The timestamp a log line carries, in Unix seconds, or null: a JSON line's numeric `ts` (vigil's
+ * logs; milliseconds are recognised), an ISO-8601 time, or the `[22/Nov/2025 10:15:01]` of
+ * Python's http.server (local time).
+ */
+export function lineTime(line: string): number | null {
+  const json = /"ts"\s*:\s*(\d+(?:\.\d+)?)/.exec(line);
+  if (json) {
+    const n = Number(json[1]);
+    return n > 1e11 ? n / 1000 : n;
+  }
+  const iso = /\b(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)/.exec(line);
+  if (iso) {
+    const t = Date.parse(iso[1]!.replace(' ', 'T'));
+    if (Number.isFinite(t)) return t / 1000;
+  }
+  const py = /\[(\d{2})\/([A-Z][a-z]{2})\/(\d{4})[ :](\d{2}):(\d{2}):(\d{2})/.exec(line);
+  if (py && MONTHS[py[2]!] !== undefined) {
+    const d = new Date(Number(py[3]), MONTHS[py[2]!]!, Number(py[1]), Number(py[4]), Number(py[5]), Number(py[6]));
+    return d.getTime() / 1000;
+  }
+  return null;
+}
+
+const DEFAULT_TAIL = 64 * 1024;
+const DEFAULT_MAX = 1024 * 1024;
+
+/** Reads the new lines of `path` after `position` (null: the file's tail). */
+export async function readNewLines(
+  path: string,
+  position: LogPosition | null,
+  options: ReadOptions = {},
+): Promise<LogRead> {
+  const tailBytes = options.tailBytes ?? DEFAULT_TAIL;
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX;
+  let fh: Awaited<ReturnType<typeof open>>;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      // Gone (or not there yet): when it comes back it is a new file, read from its start.
+      return { lines: [], position: null, first: position === null, rotated: false, truncated: false };
+    }
+    throw err;
+  }
+  try {
+    const st = await fh.stat();
+    const mtime = st.mtimeMs / 1000;
+    const first = position === null;
+    const rotated = !first && (position.ino !== st.ino || position.dev !== st.dev);
+    const truncated = !first && !rotated && st.size < position.offset;
+    let start = first ? Math.max(0, st.size - tailBytes) : rotated || truncated ? 0 : position.offset;
+    let skipPartialHead = first && start > 0;
+    if (st.size - start > maxBytes) {
+      start = st.size - maxBytes;
+      skipPartialHead = true;
+    }
+    const length = st.size - start;
+    const buf = Buffer.alloc(length);
+    let got = 0;
+    while (got < length) {
+      const { bytesRead } = await fh.read(buf, got, length - got, start + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    let data = buf.subarray(0, got);
+    let consumedBase = start;
+    if (skipPartialHead) {
+      // Reading from the middle of the file: the first piece is the end of an older line.
+      const nl = data.indexOf(0x0a);
+      if (nl < 0) {
+        consumedBase = start + data.length;
+        data = data.subarray(data.length);
+      } else {
+        data = data.subarray(nl + 1);
+        consumedBase = start + nl + 1;
+      }
+    }
+    const lastNl = data.lastIndexOf(0x0a);
+    const complete = lastNl < 0 ? '' : data.subarray(0, lastNl).toString('utf8');
+    const partial = data.subarray(lastNl + 1).toString('utf8');
+    const texts = complete === '' && lastNl < 0 ? [] : complete.split('\n');
+    if (partial.trim() !== '') texts.push(partial);
+    const lines = texts
+      .map((t) => t.replace(/\r$/, ''))
+      .filter((t) => t.trim() !== '')
+      .map((text) => ({ text, at: lineTime(text) ?? mtime }));
+    return {
+      lines,
+      position: { dev: st.dev, ino: st.ino, offset: consumedBase + lastNl + 1 },
+      first,
+      rotated,
+      truncated,
+    };
+  } finally {
+    await fh.close();
+  }
+}
+
+/** The position at the current end of `path` (null when it does not exist). */
+export async function endPosition(path: string): Promise<LogPosition | null> {
+  try {
+    const st = await stat(path);
+    return { dev: st.dev, ino: st.ino, offset: st.size };
+  } catch {
+    return null;
+  }
+}

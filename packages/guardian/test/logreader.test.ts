@@ -1,0 +1,103 @@
+/** The incremental log reader: from a remembered offset, through rotation, truncation and half-written lines. */
+import { appendFileSync, renameSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { endPosition, lineTime, readNewLines } from '../src/logreader.js';
+import { tmpDir } from './helpers.js';
+
+const tmp = tmpDir();
+afterAll(() => tmp.cleanup());
+const texts = (r: { lines: readonly { text: string }[] }) => r.lines.map((l) => l.text);
+
+describe('readNewLines', () => {
+  it('reads only what was appended since the remembered position', async () => {
+    const f = join(tmp.dir, 'a.log');
+    writeFileSync(f, 'one\ntwo\n');
+    const r1 = await readNewLines(f, null);
+    expect(texts(r1)).toEqual(['one', 'two']);
+    expect(r1.first).toBe(true);
+    const r2 = await readNewLines(f, r1.position);
+    expect(texts(r2)).toEqual([]);
+    appendFileSync(f, 'three\r\nfour\n');
+    const r3 = await readNewLines(f, r2.position);
+    expect(texts(r3)).toEqual(['three', 'four']);
+    expect(r3.first).toBe(false);
+  });
+
+  it('reads a half-written last line now, and again once it is complete', async () => {
+    const f = join(tmp.dir, 'partial.log');
+    writeFileSync(f, 'done\nSegmentation fa');
+    const r1 = await readNewLines(f, null);
+    expect(texts(r1)).toEqual(['done', 'Segmentation fa']);
+    appendFileSync(f, 'ult\n');
+    const r2 = await readNewLines(f, r1.position);
+    expect(texts(r2)).toEqual(['Segmentation fault']);
+  });
+
+  it('follows a rotation: the new file is read from its start', async () => {
+    const f = join(tmp.dir, 'rot.log');
+    writeFileSync(f, 'old 1\nold 2\n');
+    const r1 = await readNewLines(f, null);
+    renameSync(f, `${f}.1`);
+    writeFileSync(f, 'new 1\n');
+    const r2 = await readNewLines(f, r1.position);
+    expect(r2.rotated).toBe(true);
+    expect(texts(r2)).toEqual(['new 1']);
+  });
+
+  it('follows a truncation (copytruncate): read from the start again', async () => {
+    const f = join(tmp.dir, 'trunc.log');
+    writeFileSync(f, 'a long line that was there before\n');
+    const r1 = await readNewLines(f, null);
+    truncateSync(f, 0);
+    appendFileSync(f, 'after\n');
+    const r2 = await readNewLines(f, r1.position);
+    expect(r2.truncated).toBe(true);
+    expect(texts(r2)).toEqual(['after']);
+  });
+
+  it('copes with a file that is missing, then appears', async () => {
+    const f = join(tmp.dir, 'later.log');
+    const r1 = await readNewLines(f, null);
+    expect(r1).toMatchObject({ lines: [], position: null });
+    writeFileSync(f, 'hello\n');
+    expect(texts(await readNewLines(f, r1.position))).toEqual(['hello']);
+    rmSync(f);
+    expect(await readNewLines(f, { dev: 1, ino: 2, offset: 6 })).toMatchObject({ lines: [], position: null });
+  });
+
+  it('reads only the tail of a file seen for the first time, and only the last bytes of a flood', async () => {
+    const f = join(tmp.dir, 'big.log');
+    const old = Array.from({ length: 5000 }, (_, i) => `old line ${i}`).join('\n');
+    writeFileSync(f, `${old}\nrecent\n`);
+    const r1 = await readNewLines(f, null, { tailBytes: 100 });
+    expect(texts(r1).at(-1)).toBe('recent');
+    expect(texts(r1).length).toBeLessThan(10);
+    expect(texts(r1)[0]).toMatch(/^old line \d+$/); // a whole line, not the end of one
+    appendFileSync(f, `${old}\nnewest\n`);
+    const r2 = await readNewLines(f, r1.position, { maxBytes: 200 });
+    expect(texts(r2).at(-1)).toBe('newest');
+    expect(texts(r2).length).toBeLessThan(20);
+    expect(r2.position?.offset).toBe((await endPosition(f))?.offset);
+  });
+
+  it('dates each line by its own timestamp, else by the file modification time', async () => {
+    const f = join(tmp.dir, 'dated.log');
+    writeFileSync(f, '{"ts":1700000000.5,"msg":"request completed"}\nno date here\n');
+    utimesSync(f, 1700000100, 1700000100);
+    const r = await readNewLines(f, null);
+    expect(r.lines.map((l) => l.at)).toEqual([1700000000.5, 1700000100]);
+  });
+});
+
+describe('lineTime', () => {
+  it('reads JSON ts (seconds or milliseconds), ISO-8601, and Python http.server dates', () => {
+    expect(lineTime('{"ts":1795310201.267,"level":"info","msg":"request completed"}')).toBe(1795310201.267);
+    expect(lineTime('{"ts":1795310201267}')).toBe(1795310201.267);
+    expect(lineTime('2025-11-22T10:15:01Z Segmentation fault')).toBe(Date.parse('2025-11-22T10:15:01Z') / 1000);
+    expect(lineTime('127.0.0.1 - - [22/Nov/2025 10:15:01] "POST /v1/chat/completions HTTP/1.1" 200 -')).toBe(
+      new Date(2025, 10, 22, 10, 15, 1).getTime() / 1000,
+    );
+    expect(lineTime('Segmentation fault (core dumped)')).toBeNull();
+  });
+});
