@@ -1,0 +1,447 @@
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { parse } from 'yaml';
+import { parseConfig } from '../packages/guardian/src/config.js';
+import { resolveConfig } from '../packages/health-check/src/config.js';
+import {
+  DAEMON_HTTP,
+  DAEMON_TCP,
+  INFERENCE_HTTP,
+  INFERENCE_LIVENESS,
+  INFERENCE_MTLS,
+} from '../packages/shared-types/src/index.js';
+import { exited } from './child.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+const dockerDir = join(root, 'docker');
+const read = (p: string) => readFileSync(join(root, p), 'utf8');
+const scratch = mkdtempSync(join(tmpdir(), 'vigil-docker-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Compose's interpolation of `${VAR:-default}` and `${VAR}`, with an empty environment. */
+const interpolate = (s: string) =>
+  s.replace(/\$\{(\w+)(?::?-([^}]*))?\}/g, (_, __, def: string | undefined) => def ?? '');
+
+type Doc = any;
+// Compose applies YAML merge keys (`<<: *service`), which YAML 1.2 leaves off by default.
+const compose: Doc = parse(read('docker/compose.yaml'), { merge: true });
+const services: Record<string, Doc> = compose.services;
+const PACKAGES = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check'];
+
+/** A Dockerfile as instructions (continuations joined, comments dropped), split into stages. */
+function dockerfile(path: string) {
+  const lines = readFileSync(path, 'utf8')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  const instructions = lines.map((l) => {
+    const m = /^([A-Z]+)\s+(.*)$/.exec(l);
+    if (!m) throw new Error(`${path}: not an instruction: ${l}`);
+    return { op: m[1]!, args: m[2]! };
+  });
+  const stages: { from: string; name?: string; body: typeof instructions }[] = [];
+  const globalArgs: Record<string, string> = {};
+  for (const ins of instructions) {
+    if (ins.op === 'FROM') {
+      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(ins.args);
+      if (!m) throw new Error(`${path}: bad FROM ${ins.args}`);
+      stages.push({ from: m[1]!, ...(m[2] ? { name: m[2] } : {}), body: [] });
+    } else if (stages.length === 0) {
+      if (ins.op !== 'ARG') throw new Error(`${path}: ${ins.op} before the first FROM`);
+      const [k, v] = ins.args.split('=');
+      globalArgs[k!] = v ?? '';
+    } else {
+      stages.at(-1)!.body.push(ins);
+    }
+  }
+  return { instructions, stages, globalArgs };
+}
+
+describe('docker/compose.yaml', () => {
+  it('has the stack: daemon, relay, inference server and its model job, guardian, health check', () => {
+    expect(compose.name).toBe('vigil');
+    expect(Object.keys(services).sort()).toEqual(
+      ['signal-daemon', 'tcp-relay', 'model-init', 'inference-server', 'guardian', 'health-check'].sort(),
+    );
+    for (const [name, s] of Object.entries(services)) {
+      expect([name, s.restart]).toEqual([name, name === 'model-init' ? 'no' : 'unless-stopped']);
+      expect([name, s.init]).toEqual([name, true]);
+      expect([name, s.cap_drop]).toEqual([name, ['ALL']]);
+      expect(s.privileged).toBeUndefined();
+      for (const dep of Object.keys(s.depends_on ?? {})) expect(Object.keys(services)).toContain(dep);
+    }
+  });
+
+  it('publishes exactly the ports of shared-types, each bound to 127.0.0.1', () => {
+    const published: number[] = [];
+    for (const s of Object.values(services)) {
+      for (const p of s.ports ?? []) {
+        const m = /^127\.0\.0\.1:(\d+):(\d+)$/.exec(String(p));
+        expect([p, m !== null]).toEqual([p, true]);
+        expect(m![1]).toBe(m![2]);
+        published.push(Number(m![1]));
+      }
+    }
+    expect(published.sort()).toEqual(
+      [DAEMON_HTTP.port, DAEMON_TCP.port, INFERENCE_HTTP.port, INFERENCE_MTLS.port].sort(),
+    );
+    expect(services['signal-daemon'].ports).toEqual([
+      `127.0.0.1:${DAEMON_HTTP.port}:8080`,
+      `127.0.0.1:${DAEMON_TCP.port}:7583`,
+    ]);
+    expect(services['inference-server'].ports).toEqual([
+      `127.0.0.1:${INFERENCE_HTTP.port}:1337`,
+      `127.0.0.1:${INFERENCE_MTLS.port}:1338`,
+    ]);
+    // The relay binds the host's link address itself, in the host's network namespace.
+    expect(services['tcp-relay'].network_mode).toBe('host');
+    expect(services['tcp-relay'].ports).toBeUndefined();
+  });
+
+  it('has the inference liveness probe of spec 8: request timeout 75 s, probe timeout 90 s, every 120 s', () => {
+    const h = services['inference-server'].healthcheck;
+    const test = (h.test as string[]).map(interpolate);
+    expect(test.slice(0, 4)).toEqual(['CMD', 'node', '/usr/local/lib/vigil/liveness.mjs', 'probe']);
+    expect(test[test.indexOf('--kind') + 1]).toBe('chat');
+    expect(test[test.indexOf('--request-timeout') + 1]).toBe(String(INFERENCE_LIVENESS.requestTimeoutS));
+    expect(h.timeout).toBe(`${INFERENCE_LIVENESS.probeTimeoutS}s`);
+    expect(h.interval).toBe(`${INFERENCE_LIVENESS.intervalS}s`);
+    expect(test[test.indexOf('--url') + 1]).toBe(`http://127.0.0.1:${INFERENCE_HTTP.port}`);
+    // The model the probe asks for is the one served.
+    const command = (services['inference-server'].command as string[]).map(interpolate);
+    expect(test[test.indexOf('--model') + 1]).toBe(command[command.indexOf('--model-id') + 1]);
+    const daemon = services['signal-daemon'].healthcheck.test as string[];
+    expect(daemon.slice(0, 6)).toEqual(['CMD', 'node', '/usr/local/lib/vigil/liveness.mjs', 'probe', '--kind', 'rpc']);
+  });
+
+  it('keeps data, model, state, logs and restart requests in named volumes, and mounts no Docker socket', () => {
+    const declared = Object.keys(compose.volumes);
+    expect(declared.sort()).toEqual(['control', 'data', 'logs', 'model', 'state']);
+    for (const [name, s] of Object.entries(services)) {
+      for (const v of s.volumes ?? []) {
+        const [source] = String(v).split(':');
+        expect(String(v)).not.toMatch(/docker\.sock/);
+        if (source!.startsWith('.') || source!.startsWith('/')) {
+          expect([name, v, existsSync(resolve(dockerDir, source!))]).toEqual([name, v, true]);
+        } else {
+          expect([name, declared.includes(source!)]).toEqual([name, true]);
+        }
+      }
+    }
+    expect(services['signal-daemon'].volumes).toContain('data:/var/lib/vigil/data');
+    expect(services['inference-server'].volumes).toContain('model:/var/lib/vigil/model:ro');
+  });
+
+  it('builds every service from the repository root with a Dockerfile that exists', () => {
+    for (const [name, s] of Object.entries(services)) {
+      const context = resolve(dockerDir, s.build.context);
+      expect([name, context]).toEqual([name, root]);
+      expect([name, existsSync(join(context, s.build.dockerfile))]).toEqual([name, true]);
+      expect([name, existsSync(join(context, `${s.build.dockerfile}.dockerignore`))]).toEqual([name, true]);
+      const pkg = name === 'model-init' ? 'inference-server' : name;
+      expect(s.build.dockerfile).toBe(`docker/${pkg}/Dockerfile`);
+      expect(s.image).toBe(`vigil/${pkg}:0.1.0`);
+    }
+  });
+
+  it('gives the guardian a configuration that parseConfig accepts, pointing at the inference container', () => {
+    const g = services.guardian;
+    expect(g.command).toEqual(['run', '--config', '/etc/vigil/guardian.json']);
+    expect(g.volumes).toContain('./guardian.json:/etc/vigil/guardian.json:ro');
+    const config = parseConfig(JSON.parse(read('docker/guardian.json')), '/etc/vigil');
+    expect(config.primary.http).toEqual({ host: 'inference-server', port: 1337 });
+    expect(config.primary.model).toBe(interpolate(`\${VIGIL_MODEL_ID:-tiny}`));
+    expect(config.fallback).toBeUndefined();
+    // Its restart action is a restart request that the inference server's probe carries out.
+    const service = config.primary.service;
+    expect(service.kind).toBe('command');
+    const restart = service.kind === 'command' ? (service.restart ?? []) : [];
+    expect(restart.slice(0, 3)).toEqual(['node', '/usr/local/lib/vigil/liveness.mjs', 'request-restart']);
+    const probe = services['inference-server'].healthcheck.test as string[];
+    expect(restart[3]).toBe(probe[probe.indexOf('--restart-request') + 1]);
+    expect(restart[3]).toMatch(/^\/var\/lib\/vigil\/control\//);
+    for (const s of ['guardian', 'inference-server'])
+      expect(services[s].volumes).toContain('control:/var/lib/vigil/control');
+    // It reads the logs the server writes, from the shared volume.
+    const command = services['inference-server'].command as string[];
+    expect(config.primary.log).toBe(command[command.indexOf('--log-file') + 1]);
+    expect(config.primary.accessLog).toBe(command[command.indexOf('--access-log') + 1]);
+    expect(g.volumes).toContain('logs:/var/log/vigil:ro');
+    expect(services['inference-server'].volumes).toContain('logs:/var/log/vigil');
+    expect(dirname(config.stateFile)).toBe('/var/lib/vigil/state');
+    expect(g.volumes).toContain('state:/var/lib/vigil/state');
+  });
+
+  it('runs the health check beside the daemon, every 300 s, with a configuration resolveConfig accepts', () => {
+    const h = services['health-check'];
+    expect(h.network_mode).toBe('service:signal-daemon');
+    expect(h.pid).toBe('service:signal-daemon');
+    expect(h.command).toEqual(['--fix', '--quiet', '--config', '/etc/vigil/health.json']);
+    expect(h.volumes).toContain('./health.json:/etc/vigil/health.json:ro');
+    const config = resolveConfig(JSON.parse(read('docker/health.json')));
+    expect(config.daemon.http).toEqual({ host: '127.0.0.1', port: 8080 });
+    expect(config.daemon.program).toBe('signal-daemon');
+    expect(dirname(config.healthLog)).toBe('/var/lib/vigil/state');
+    const entrypoint = JSON.parse(
+      dockerfile(join(dockerDir, 'health-check', 'Dockerfile')).instructions.find((i) => i.op === 'ENTRYPOINT')!.args,
+    );
+    expect(entrypoint).toEqual([
+      'node',
+      '/usr/local/lib/vigil/every.mjs',
+      '300',
+      '--',
+      'node',
+      '/app/bin/health-check.js',
+    ]);
+  });
+
+  it('passes docker compose config where the compose plugin is installed', () => {
+    const v = spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' });
+    if (v.error || v.status !== 0) {
+      console.log('docker compose is not installed here: the file was validated by this test alone');
+      return;
+    }
+    const r = spawnSync('docker', ['compose', '-f', join(dockerDir, 'compose.yaml'), 'config', '--quiet'], {
+      encoding: 'utf8',
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+});
+
+describe('the Dockerfiles', () => {
+  const packageManager = (JSON.parse(read('package.json')) as { packageManager: string }).packageManager;
+
+  it.each(PACKAGES)('%s: multi-stage on node:20-bookworm-slim, pnpm deploy --prod, non-root, its own binary', (pkg) => {
+    const file = join(dockerDir, pkg, 'Dockerfile');
+    const { instructions, stages, globalArgs } = dockerfile(file);
+    expect(globalArgs.NODE_IMAGE).toBe('node:20-bookworm-slim');
+    expect(stages.map((s) => [s.from, s.name])).toEqual([
+      [`\${NODE_IMAGE}`, 'build'],
+      [`\${NODE_IMAGE}`, 'runtime'],
+    ]);
+    const [build, runtime] = stages;
+    const run = build!.body.filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(run).toContain(`pnpm --filter @vigil/${pkg} --prod deploy --legacy /out`);
+    expect(run).toContain('pnpm install --offline --frozen-lockfile');
+    const pnpmVersion = build!.body
+      .find((i) => i.op === 'ARG' && i.args.startsWith('PNPM_VERSION='))!
+      .args.split('=')[1];
+    expect(`pnpm@${pnpmVersion}`).toBe(packageManager);
+    // The runtime stage gets the deployed package only: no sources, no workspace, no dev tools.
+    const copies = runtime!.body.filter((i) => i.op === 'COPY').map((i) => i.args);
+    expect(copies[0]).toBe('--from=build /out /app');
+    for (const c of copies.slice(1)) {
+      const [source] = c.split(/\s+/);
+      expect([c, source!.startsWith('docker/'), existsSync(join(root, source!))]).toEqual([c, true, true]);
+    }
+    expect(runtime!.body.some((i) => i.op === 'RUN' && /pnpm|npm install/.test(i.args))).toBe(false);
+    const user = runtime!.body.filter((i) => i.op === 'USER').map((i) => i.args);
+    expect(user).toEqual(['vigil']);
+    expect(runtime!.body.find((i) => i.op === 'RUN')!.args).toMatch(/useradd --system --uid 10001/);
+    const entrypoint = JSON.parse(instructions.find((i) => i.op === 'ENTRYPOINT')!.args) as string[];
+    const bin = (JSON.parse(read(`packages/${pkg}/package.json`)) as { bin: Record<string, string> }).bin[pkg]!;
+    expect(entrypoint).toContain(`/app/${bin.replace(/^\.\//, '')}`);
+    expect(existsSync(join(root, 'packages', pkg, bin))).toBe(true);
+    // Everything copied from the build context exists and is not excluded by the ignore file.
+    const ignore = readFileSync(`${file}.dockerignore`, 'utf8');
+    expect(ignore).toMatch(/^\*\*\/node_modules$/m);
+    expect(ignore).toMatch(/^\*\*\/dist$/m);
+    expect(ignore).not.toMatch(/^docker$/m);
+  });
+
+  it('each long-running image ships the helper its compose service runs', () => {
+    const helpers = (pkg: string) =>
+      dockerfile(join(dockerDir, pkg, 'Dockerfile'))
+        .stages[1]!.body.filter((i) => i.op === 'COPY' && i.args.startsWith('docker/'))
+        .map((i) => i.args.split(/\s+/)[1]);
+    expect(helpers('inference-server')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
+    expect(helpers('signal-daemon')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
+    expect(helpers('guardian')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
+    expect(helpers('health-check')).toEqual(['/usr/local/lib/vigil/every.mjs']);
+  });
+});
+
+// ---- the helpers the images run, with real processes --------------------------------------------
+
+const LIVENESS = join(dockerDir, 'liveness.mjs');
+
+function run(args: string[]): Promise<{ code: number; out: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, args, { encoding: 'utf8' }, (err, stdout, stderr) => {
+      done({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` });
+    });
+  });
+}
+
+/** An HTTP server whose answer to every POST is chosen by `mode` (changeable). */
+async function fakeServer(): Promise<{ url: string; server: Server; setMode: (m: string) => void }> {
+  let mode = 'ok';
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (mode === 'hang') return;
+      const send = (status: number, body: string) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(body);
+      };
+      if (mode === '500') return send(500, '{"error":{"message":"boom"}}');
+      if (mode === '429') return send(429, '{"error":{"code":"rate_limit_exceeded"}}');
+      if (mode === 'loading') return send(503, '{"error":{"code":"model_loading"}}');
+      if (req.url === '/api/v1/rpc') return send(200, '{"jsonrpc":"2.0","result":{"version":"0.1.0"},"id":1}');
+      return send(200, '{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, server, setMode: (m) => (mode = m) };
+}
+
+/** A process that stands for the container's PID 1. */
+function victim() {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  return child;
+}
+
+describe('docker/liveness.mjs', () => {
+  const servers: Server[] = [];
+  afterAll(() => {
+    for (const s of servers) s.close();
+  });
+
+  it('passes on a real answer, a full queue or a model loading; fails on errors and silence', async () => {
+    const f = await fakeServer();
+    servers.push(f.server);
+    const state = join(scratch, 'probe-state.json');
+    const probe = (...extra: string[]) =>
+      run([LIVENESS, 'probe', '--kind', 'chat', '--url', f.url, '--model', 'tiny', '--state', state, ...extra]);
+    expect(await probe()).toEqual({ code: 0, out: expect.stringMatching(/^ok: completion in \d+ ms\n$/) });
+    expect((await run([LIVENESS, 'probe', '--kind', 'rpc', '--url', f.url, '--state', state])).out).toMatch(
+      /^ok: version 0\.1\.0/,
+    );
+    f.setMode('429');
+    expect((await probe()).code).toBe(0);
+    f.setMode('loading');
+    expect((await probe()).code).toBe(0);
+    f.setMode('500');
+    expect(await probe()).toEqual({ code: 1, out: expect.stringMatching(/^failed \(1\): .*HTTP 500/) });
+    f.setMode('hang');
+    expect(await probe('--request-timeout', '0.3')).toEqual({
+      code: 1,
+      out: expect.stringMatching(/^failed \(2\): .*no answer within 0\.3 s/),
+    });
+    f.setMode('ok');
+    expect((await probe()).code).toBe(0);
+    expect(JSON.parse(readFileSync(state, 'utf8'))).toEqual({ failures: 0 });
+  });
+
+  it('ends the service after --kill-after failures in a row, so that the restart policy restarts it', async () => {
+    const f = await fakeServer();
+    servers.push(f.server);
+    f.setMode('500');
+    const pid1 = victim();
+    const state = join(scratch, 'kill-state.json');
+    const probe = () =>
+      run([
+        LIVENESS,
+        'probe',
+        '--kind',
+        'chat',
+        '--url',
+        f.url,
+        '--model',
+        'tiny',
+        '--state',
+        state,
+        '--kill-after',
+        '2',
+        '--pid',
+        String(pid1.pid),
+      ]);
+    expect((await probe()).out).toMatch(/^failed \(1 of 2\)/);
+    expect(pid1.exitCode === null && pid1.signalCode === null).toBe(true);
+    const second = await probe();
+    expect(second).toEqual({ code: 1, out: expect.stringMatching(/failed 2 times in a row.*sent SIGTERM to pid \d+/) });
+    expect(await exited(pid1)).toEqual({ code: null, signal: 'SIGTERM' });
+    expect(JSON.parse(readFileSync(state, 'utf8'))).toEqual({ failures: 0 });
+  });
+
+  it('carries out a restart request at the next probe and removes it', async () => {
+    const f = await fakeServer();
+    servers.push(f.server);
+    const request = join(scratch, 'inference-server.restart');
+    expect(await run([LIVENESS, 'request-restart', request])).toEqual({
+      code: 0,
+      out: `restart requested: ${request}\n`,
+    });
+    expect(JSON.parse(readFileSync(request, 'utf8')).by).toBe('guardian');
+    const pid1 = victim();
+    const args = [
+      LIVENESS,
+      'probe',
+      '--kind',
+      'chat',
+      '--url',
+      f.url,
+      '--model',
+      'tiny',
+      '--state',
+      join(scratch, 'req-state.json'),
+    ];
+    const r = await run([...args, '--restart-request', request, '--pid', String(pid1.pid)]);
+    expect(r).toEqual({ code: 1, out: expect.stringMatching(/^restart requested .*sent SIGTERM/) });
+    expect(await exited(pid1)).toEqual({ code: null, signal: 'SIGTERM' });
+    expect(existsSync(request)).toBe(false);
+    expect((await run([...args, '--restart-request', request])).code).toBe(0);
+    expect((await run([LIVENESS, 'request-restart', join(scratch, 'no', 'such', 'dir')])).code).toBe(1);
+  });
+
+  it('refuses bad usage with exit 78', async () => {
+    expect((await run([LIVENESS])).code).toBe(78);
+    expect((await run([LIVENESS, 'probe', '--kind', 'chat', '--url', 'http://127.0.0.1:1'])).code).toBe(78);
+    expect((await run([LIVENESS, 'probe', '--kind', 'smtp', '--url', 'x'])).code).toBe(78);
+  });
+});
+
+describe('docker/every.mjs', () => {
+  it('runs the command at once and then every interval, and stops cleanly on SIGTERM', async () => {
+    const out = join(scratch, 'every.out');
+    writeFileSync(out, '');
+    const child = spawn(
+      process.execPath,
+      [
+        join(dockerDir, 'every.mjs'),
+        '0.2',
+        '--',
+        process.execPath,
+        '-e',
+        `require('fs').appendFileSync(${JSON.stringify(out)}, 'x')`,
+      ],
+      { stdio: 'ignore' },
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    child.kill('SIGTERM');
+    expect(await exited(child)).toEqual({ code: 0, signal: null });
+    const runs = readFileSync(out, 'utf8').length;
+    expect(runs).toBeGreaterThanOrEqual(3);
+    expect(runs).toBeLessThanOrEqual(7);
+    const bad = spawnSync(process.execPath, [join(dockerDir, 'every.mjs'), 'soon'], { encoding: 'utf8' });
+    expect(bad.status).toBe(78);
+  });
+});
+
+describe('docker/README.md', () => {
+  it('says what was run here and what was not', () => {
+    const readme = read('docker/README.md');
+    expect(readme).toMatch(/^# docker\//);
+    expect(readme).toMatch(/no image was built/i);
+    expect(readme).toMatch(/docker compose -f docker\/compose\.yaml up/);
+  });
+});
