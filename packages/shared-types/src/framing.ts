@@ -152,6 +152,11 @@ export class LineFramer {
   get bufferedBytes(): number {
     return this.state.pendingBytes;
   }
+
+  /** At a line boundary: nothing held, not inside an oversize line. */
+  get idle(): boolean {
+    return this.state.pendingBytes === 0 && !this.state.discarding;
+  }
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });

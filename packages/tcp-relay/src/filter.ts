@@ -23,6 +23,22 @@ export type Verdict =
 
 const FORWARD: Verdict = { forward: true };
 const BACKSLASH = 0x5c;
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * One chunk read at a line boundary, as the filter sees it: in order, runs of complete lines that
+ * go on as they are, and the lines that must be judged (those with a backslash), then the
+ * incomplete line after the last newline. Joined again, the parts and `rest` are the chunk.
+ */
+export interface ChunkScan {
+  readonly parts: readonly (
+    | { readonly kind: 'clean'; readonly bytes: Buffer }
+    /** `line` without its newline; `newline` is `\n` or `\r\n` as it came. */
+    | { readonly kind: 'judge'; readonly line: Buffer; readonly newline: Buffer }
+  )[];
+  readonly rest: Buffer;
+}
 
 /**
  * Decides, line by line, what the relay lets a guest call. Without a backslash in the line, a
@@ -52,6 +68,32 @@ export class MethodFilter {
    */
   noRefusedName(bytes: Buffer): boolean {
     return this.needles === null || !this.needles.test(bytes.toString('latin1'));
+  }
+
+  /**
+   * Splits a chunk that starts at a line boundary (see ChunkScan) without looking at each line:
+   * when the chunk holds no refused name, only the lines with a backslash can hide one (in an
+   * escape), so only those are cut out to be judged. Null when a refused name appears: then every
+   * line is judged. The caller keeps every line of the chunk within its size limit.
+   */
+  scanChunk(chunk: Buffer): ChunkScan | null {
+    if (!this.noRefusedName(chunk)) return null;
+    const last = chunk.lastIndexOf(LF);
+    if (last < 0) return { parts: [], rest: chunk };
+    const parts: ChunkScan['parts'][number][] = [];
+    let start = 0;
+    for (;;) {
+      const b = chunk.indexOf(BACKSLASH, start);
+      if (b < 0 || b > last) break;
+      const lineStart = b === 0 ? 0 : chunk.lastIndexOf(LF, b) + 1;
+      const lf = chunk.indexOf(LF, b);
+      const end = lf > lineStart && chunk[lf - 1] === CR ? lf - 1 : lf;
+      if (lineStart > start) parts.push({ kind: 'clean', bytes: chunk.subarray(start, lineStart) });
+      parts.push({ kind: 'judge', line: chunk.subarray(lineStart, end), newline: chunk.subarray(end, lf + 1) });
+      start = lf + 1;
+    }
+    if (last + 1 > start) parts.push({ kind: 'clean', bytes: chunk.subarray(start, last + 1) });
+    return { parts, rest: chunk.subarray(last + 1) };
   }
 
   /** `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). */

@@ -10,7 +10,7 @@ import {
   rpcError,
 } from '@vigil/shared-types';
 import { allowed, type Cidr } from './cidr.js';
-import { MethodFilter } from './filter.js';
+import { MethodFilter, type Verdict } from './filter.js';
 
 export interface RelayConfig {
   readonly listen: HostPort;
@@ -316,7 +316,7 @@ class Pair {
     // Guest → target.
     client.on('data', (chunk: Buffer) => {
       this.bytesIn += chunk.length;
-      const ok = this.framer ? this.forwardFrames(this.framer.push(chunk), up, true, chunk) : up.write(chunk);
+      const ok = this.framer ? this.forwardFiltered(chunk, up) : up.write(chunk);
       if (!ok) client.pause();
     });
     up.on('drain', () => client.resume());
@@ -325,6 +325,39 @@ class Pair {
       if (this.framer) this.forwardFrames(this.framer.end(), up, false);
       up.end(); // half-close forwarded: the guest still gets every reply
     });
+  }
+
+  /**
+   * A chunk read at a line boundary, small enough that none of its lines can be oversize, goes
+   * on in byte ranges: only its lines with a backslash are cut out and judged (see scanChunk).
+   * Anything else goes through the framer, line by line.
+   */
+  private forwardFiltered(chunk: Buffer, up: Socket): boolean {
+    const framer = this.framer!;
+    const scan = framer.idle && chunk.length <= this.config.maxLineBytes ? this.filter!.scanChunk(chunk) : null;
+    if (scan === null) return this.forwardFrames(framer.push(chunk), up, true, chunk);
+    const out: Buffer[] = [];
+    for (const part of scan.parts) {
+      if (part.kind === 'clean') out.push(part.bytes);
+      else if (this.passes(this.filter!.judge(part.line, true))) out.push(part.line, part.newline);
+    }
+    if (scan.rest.length > 0) framer.push(scan.rest);
+    if (out.length <= 1) return out.length === 0 || up.write(out[0]!);
+    // One writev of the ranges, no copy.
+    up.cork();
+    let ok = true;
+    for (const b of out) ok = up.write(b);
+    up.uncork();
+    return ok;
+  }
+
+  /** True for a line to forward; a refused one is counted, logged and answered. */
+  private passes(verdict: Verdict): boolean {
+    if (verdict.forward) return true;
+    for (const m of verdict.refused) this.refused[m] = (this.refused[m] ?? 0) + 1;
+    this.config.logger.warn('method refused', { source: this.source, methods: verdict.refused });
+    if (verdict.reply) this.inject(verdict.reply);
+    return false;
   }
 
   /**
@@ -351,15 +384,10 @@ class Pair {
         frame.bytes.buffer === chunk.buffer &&
         frame.bytes.byteOffset >= chunk.byteOffset &&
         frame.bytes.byteOffset + frame.bytes.byteLength <= chunk.byteOffset + chunk.byteLength;
-      const verdict = this.filter!.judge(frame.bytes, inside);
-      if (verdict.forward) {
+      if (this.passes(this.filter!.judge(frame.bytes, inside))) {
         out.push(frame.bytes);
         if (terminated) out.push(frame.crlf ? CRLF : LF);
-        continue;
       }
-      for (const m of verdict.refused) this.refused[m] = (this.refused[m] ?? 0) + 1;
-      this.config.logger.warn('method refused', { source: this.source, methods: verdict.refused });
-      if (verdict.reply) this.inject(verdict.reply);
     }
     return out.length === 0 ? true : up.write(Buffer.concat(out));
   }

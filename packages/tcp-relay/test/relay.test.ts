@@ -177,6 +177,44 @@ describe('the filter on many lines at once', () => {
   });
 });
 
+describe('the filter on lines with escapes', () => {
+  it('judges each line with a backslash among plain ones: an escaped refused name is refused, escaped text passes, CRLF kept', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr);
+    const sock = connect(r.addr.port, r.addr.host);
+    let got = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => {
+      got += d;
+    });
+    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const plain = (id: number) => `{"jsonrpc":"2.0","method":"send","params":{"message":"m"},"id":${id}}\n`;
+    const quoted = '{"jsonrpc":"2.0","method":"send","params":{"message":"say \\"hi\\""},"id":"q"}\r\n';
+    const hidden = '{"jsonrpc":"2.0","method":"start\\u004cink","id":"hidden"}\r\n';
+    // One write: most lines plain, two with backslashes; then one more in a later read.
+    sock.write(`${plain(1)}${quoted}${plain(2)}${hidden}${plain(3)}`);
+    await until('the first part went through', () => got.includes('"id":3}'));
+    sock.end(`${hidden.replace('hidden', 'later')}${plain(4)}`);
+    await ended;
+    expect(
+      got
+        .split('\n')
+        .filter((l) => l.includes('"error"'))
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['hidden', 'later']);
+    expect(
+      got
+        .split('\n')
+        .filter((l) => l !== '' && !l.includes('"error"'))
+        .join('\n'),
+    ).toBe(`${plain(1)}${quoted}${plain(2)}${plain(3)}${plain(4)}`.trimEnd());
+    expect(r.logs.filter((l) => l.msg === 'method refused')).toHaveLength(2);
+    sock.destroy();
+    await r.close();
+    await closeServer(echo);
+  });
+});
+
 describe('a target that is down', () => {
   it('closes the guest promptly with a log line, keeps serving, and works once the target is back', async () => {
     // Find a free port, then leave it closed: the target is down.

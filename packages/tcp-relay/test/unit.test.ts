@@ -157,4 +157,47 @@ describe('the method filter', () => {
       { numRuns: 1000 },
     );
   });
+
+  it('scanChunk: the parts put together are the chunk; every line with a backslash is judged, no other is', () => {
+    const filter = new MethodFilter();
+    const line = fc.oneof(
+      fc.constant('{"jsonrpc":"2.0","method":"send","params":{"message":"hi"},"id":1}'),
+      fc.constant('{"jsonrpc":"2.0","method":"send","params":{"message":"a \\"quote\\""},"id":2}'),
+      fc.constant('{"jsonrpc":"2.0","method":"start\\u004cink","id":3}'),
+      fc.constant('\\'),
+      fc.constant(''),
+      fc.constant('\r'),
+      fc.string({ maxLength: 12 }).map((t) => t.replace(/\n/g, ' ')),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(line, fc.constantFrom('\n', '\r\n')), { maxLength: 12 }),
+        fc.string({ maxLength: 8 }).map((t) => t.replace(/\n/g, ' ')),
+        (lines, tail) => {
+          const chunk = Buffer.from(lines.map(([l, nl]) => l + nl).join('') + tail);
+          const scan = filter.scanChunk(chunk)!;
+          expect(scan).not.toBeNull(); // no refused name in plain text here
+          const joined = Buffer.concat([
+            ...scan.parts.flatMap((p) => (p.kind === 'clean' ? [p.bytes] : [p.line, p.newline])),
+            scan.rest,
+          ]);
+          expect(joined.equals(chunk)).toBe(true);
+          expect(scan.rest.includes(0x0a)).toBe(false);
+          for (const p of scan.parts) {
+            if (p.kind === 'judge') {
+              expect(p.line.includes(0x5c)).toBe(true);
+              expect(p.line.includes(0x0a)).toBe(false);
+              expect(['\n', '\r\n']).toContain(p.newline.toString());
+            } else {
+              expect(p.bytes.includes(0x5c)).toBe(false);
+              expect(p.bytes.at(-1)).toBe(0x0a); // whole lines only
+            }
+          }
+        },
+      ),
+      { numRuns: 1000 },
+    );
+    expect(filter.scanChunk(Buffer.from('{"method":"startLink","id":1}\n'))).toBeNull();
+    expect(filter.scanChunk(Buffer.from('no newline yet'))).toEqual({ parts: [], rest: Buffer.from('no newline yet') });
+  });
 });
