@@ -230,9 +230,11 @@ describe('shutdown', () => {
       await stream.waitEnd();
       expect(stream.events[stream.events.length - 1]).toBe('[DONE]');
       expect(JSON.parse(stream.events[stream.events.length - 2]!)).toMatchObject({ error: { code: 'shutting_down' } });
+      // Exit 0 is the graceful path: the server's own timer ends it with exit 1 at grace + 1.8 s,
+      // so a 0 says it finished inside the bound. The wall time seen here only guards against a
+      // hang (it includes this loaded test process's own delays).
       expect(await exit).toEqual({ code: 0, signal: null });
-      // The bound is the contract (grace 1 s + 2 s), not a benchmark.
-      expect(Date.now() - t0).toBeLessThan(3000);
+      expect(Date.now() - t0).toBeLessThan(10_000);
       expect(s.output()).toContain('"msg":"stopped"');
       // Nothing listens any more.
       await expect(request(s.http!, { path: '/health' })).rejects.toThrow();

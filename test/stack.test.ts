@@ -1,0 +1,328 @@
+/**
+ * The whole stack, end to end, started the way `pnpm start` starts it (scripts/start.mjs) on free
+ * loopback ports: the health check passes; a message from a second local account arrives on the
+ * daemon's event stream and through the relay; the inference server killed with -9 is brought
+ * back by the guardian; a fatal line in its log makes the guardian fall back, and `guardian
+ * restore` brings the primary back; a killed daemon is brought back by `health-check --fix`;
+ * Ctrl-C stops everything, leaving no process behind.
+ */
+
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { findProcesses } from '../packages/health-check/src/io.js';
+import { freePort, until } from '../packages/health-check/test/helpers.js';
+import { SseClient, spawnDaemon, TcpClient, tmpDir } from '../packages/signal-daemon/test/helpers.js';
+import { exited } from './child.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const START = `${ROOT}scripts/start.mjs`;
+const CTL = `${ROOT}scripts/ctl.mjs`;
+const GUARDIAN = `${ROOT}packages/guardian/bin/guardian.js`;
+const HEALTH = `${ROOT}packages/health-check/bin/health-check.js`;
+
+function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, argv, { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? Number((err as { code?: unknown }).code ?? -1) : 0, stdout, stderr });
+    });
+  });
+}
+
+interface Ports {
+  http: number;
+  tcp: number;
+  relay: number;
+  inference: number;
+  mtls: number;
+}
+
+let home: { dir: string; cleanup: () => void };
+let ports: Ports;
+let stack: ChildProcess;
+let out = '';
+
+const path = (p: string) => `${home.dir}/${p}`;
+const events = (): Record<string, any>[] =>
+  existsSync(path('logs/guardian.log'))
+    ? readFileSync(path('logs/guardian.log'), 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l))
+    : [];
+const status = async (): Promise<Record<string, { state: string; pid: number | null }>> => {
+  const r = await run([CTL, '--home', home.dir, 'status', '--json']);
+  expect(r.code).toBe(0);
+  return Object.fromEntries(
+    (JSON.parse(r.stdout) as { name: string; state: string; pid: number | null }[]).map((s) => [s.name, s]),
+  );
+};
+async function complete(): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${ports.inference}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'vigil', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+  }).catch(() => null);
+  return res ? { status: res.status, body: await res.json().catch(() => null) } : { status: 0, body: null };
+}
+/** Waits for guardian events, in this order, among those logged after `from` ("a|b": either). */
+async function eventsInOrder(from: number, names: string[], timeoutMs: number): Promise<Record<string, any>[]> {
+  let found: Record<string, any>[] = [];
+  await until(
+    `guardian events ${names.join(', ')}`,
+    () => {
+      found = [];
+      let i = 0;
+      for (const e of events().slice(from)) {
+        if (names[i]!.split('|').includes(e.event)) {
+          found.push(e);
+          i++;
+          if (i === names.length) return true;
+        }
+      }
+      return false;
+    },
+    timeoutMs,
+  );
+  return found;
+}
+
+describe('the whole stack', () => {
+  beforeAll(async () => {
+    home = tmpDir('vigil-stack-');
+    ports = {
+      http: await freePort(),
+      tcp: await freePort(),
+      relay: await freePort('127.0.0.2'),
+      inference: await freePort(),
+      mtls: await freePort(),
+    };
+    stack = spawn(
+      process.execPath,
+      [
+        START,
+        '--home',
+        home.dir,
+        '--daemon-http',
+        `127.0.0.1:${ports.http}`,
+        '--daemon-tcp',
+        `127.0.0.1:${ports.tcp}`,
+        '--relay',
+        `127.0.0.2:${ports.relay}`,
+        '--inference',
+        `127.0.0.1:${ports.inference}`,
+        '--mtls',
+        `127.0.0.1:${ports.mtls}`,
+        '--threads',
+        '1',
+        '--guardian-interval',
+        '3',
+        '--health-interval',
+        '0',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    stack.stdout!.setEncoding('utf8');
+    stack.stderr!.setEncoding('utf8');
+    stack.stdout!.on('data', (s: string) => {
+      out += s;
+    });
+    stack.stderr!.on('data', (s: string) => {
+      out += s;
+    });
+    await until('the stack to start', () => out.includes('vigil is running'), 120_000).catch((err) => {
+      throw new Error(`${err.message}\n${out}`);
+    });
+  }, 150_000);
+
+  afterAll(async () => {
+    if (stack.exitCode === null) {
+      stack.kill('SIGKILL');
+      for (const p of await findProcesses({ match: [home.dir] })) process.kill(p.pid, 'SIGKILL');
+    }
+    home.cleanup();
+  });
+
+  it('prints what runs where', () => {
+    for (const name of [
+      'signal-daemon',
+      'tcp-relay',
+      'inference-server',
+      'inference-fallback',
+      'guardian',
+      'health-check',
+    ]) {
+      expect(out).toMatch(new RegExp(`^  ${name}\\s+(\\d+|-)\\s+\\S`, 'm'));
+    }
+    expect(out).toContain(`http://127.0.0.1:${ports.http}/api/v1/rpc`);
+    expect(out).toContain(`127.0.0.2:${ports.relay} → 127.0.0.1:${ports.tcp}`);
+    expect(out).toContain(`http://127.0.0.1:${ports.inference}/v1, mutual TLS 127.0.0.1:${ports.mtls}`);
+    expect(out).toContain('Press Ctrl-C to stop.');
+  });
+
+  it('health-check --json: every configured check ok (exit 0)', async () => {
+    const r = await run([HEALTH, '--json', '--config', path('health.json')]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const checks = Object.fromEntries(
+      (JSON.parse(r.stdout).checks as { name: string; status: string }[]).map((c) => [c.name, c.status]),
+    );
+    expect(checks).toMatchObject({ signal_port: 'ok', relay_link: 'ok', single_daemon: 'ok' });
+    expect(Object.values(checks).every((s) => s === 'ok' || s === 'skipped')).toBe(true);
+  });
+
+  it('a message from a second local account arrives on the event stream and through the relay', async () => {
+    const sse = await SseClient.open({ host: '127.0.0.1', port: ports.http });
+    const viaRelay = await TcpClient.connect({ host: '127.0.0.2', port: ports.relay });
+    const other = await spawnDaemon([
+      '--account',
+      '+15550000002',
+      '--http',
+      '127.0.0.1:0',
+      '--tcp',
+      'off',
+      '--data-dir',
+      path('other'),
+      '--localnet',
+      path('localnet.sqlite'),
+    ]);
+    try {
+      const res = await fetch(`http://127.0.0.1:${other.http!.port}/api/v1/rpc`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'send',
+          params: { recipient: ['+15550000001'], message: 'hello vigil' },
+        }),
+      });
+      expect(((await res.json()) as any).result.results[0].type).toBe('SUCCESS');
+      const [ev] = await sse.waitFor(1);
+      expect(JSON.parse(ev!.data).envelope).toMatchObject({
+        source: '+15550000002',
+        dataMessage: { message: 'hello vigil' },
+      });
+      const note = await viaRelay.next(10_000);
+      expect(note).toMatchObject({
+        method: 'receive',
+        params: { envelope: { dataMessage: { message: 'hello vigil' } } },
+      });
+    } finally {
+      sse.close();
+      viaRelay.close();
+      other.child.kill('SIGKILL');
+    }
+  });
+
+  it('kill -9 of the inference server: the guardian restarts it (probe_fail, restarting, restart_requested, probe_ok)', async () => {
+    const before = (await status())['inference-server']!;
+    expect(before.state).toBe('running');
+    const from = events().length;
+    process.kill(before.pid!, 'SIGKILL');
+    const [fail, restarting, requested, ok] = await eventsInOrder(
+      from,
+      ['probe_fail', 'restarting', 'restart_requested', 'probe_ok'],
+      45_000,
+    );
+    expect(fail).toMatchObject({ level: 'warn', consecutive: 1, snippet: expect.any(String) });
+    expect(typeof fail!.probe_ms).toBe('number');
+    expect(restarting).toMatchObject({ action: 'kickstart', agent: 'inference-server' });
+    expect(requested).toMatchObject({ rc: 0 });
+    expect(ok).toMatchObject({ agent: 'inference-server' });
+    const after = (await status())['inference-server']!;
+    expect(after.state).toBe('running');
+    expect(after.pid).not.toBe(before.pid);
+    expect((await complete()).status).toBe(200);
+  }, 60_000);
+
+  it('a fatal line in the primary log: fallback_activated, the lock file, completions still served; restore brings the primary back', async () => {
+    const from = events().length;
+    appendFileSync(path('logs/inference-server.log'), 'Segmentation fault (core dumped)\n');
+    const [activated] = await eventsInOrder(from, ['fallback_activated'], 30_000);
+    expect(activated).toMatchObject({ level: expect.any(String) });
+    expect(existsSync(path('state/inference-fallback.lock'))).toBe(true);
+    expect(readFileSync(path('state/inference-fallback.lock'), 'utf8')).toContain('Segmentation fault');
+    await until('the fallback answering', async () => (await complete()).status === 200, 30_000);
+    let s = await status();
+    expect(s['inference-fallback']!.state).toBe('running');
+    expect(s['inference-server']!.state).toBe('stopped');
+    // The guardian now watches the fallback (the completions above make it busy: probes may be deferred).
+    const [, watched] = await eventsInOrder(from, ['fallback_activated', 'probe_ok|probe_skip_busy'], 20_000);
+    if (watched!.event === 'probe_ok') expect(watched!.agent).toBe('inference-fallback');
+
+    const restore = await run([GUARDIAN, 'restore', '--config', path('guardian.json')]);
+    expect(restore.code).toBe(0);
+    expect(existsSync(path('state/inference-fallback.lock'))).toBe(false);
+    s = await status();
+    expect(s['inference-server']!.state).toBe('running');
+    expect(s['inference-fallback']!.state).toBe('stopped');
+    await until('the primary answering', async () => (await complete()).status === 200, 30_000);
+  }, 90_000);
+
+  it('the daemon killed: health-check --fix brings it back (exit 1), healthy after (exit 0)', async () => {
+    const before = (await status())['signal-daemon']!;
+    process.kill(before.pid!, 'SIGKILL');
+    await until('the daemon gone', async () => (await status())['signal-daemon']!.state === 'stopped');
+    const fixed = await run([HEALTH, '--fix', '--json', '--config', path('health.json')]);
+    expect(fixed.code).toBe(1);
+    const port = (JSON.parse(fixed.stdout).checks as { name: string; status: string; fix?: { action: string } }[])[0]!;
+    expect(port).toMatchObject({
+      name: 'signal_port',
+      status: 'healed',
+      fix: { action: 'restart the daemon through command' },
+    });
+    expect((await run([HEALTH, '--config', path('health.json')])).code).toBe(0);
+    expect((await status())['signal-daemon']!.pid).not.toBe(before.pid);
+  }, 60_000);
+
+  it('Ctrl-C stops everything, leaving no process behind', async () => {
+    const pids = Object.values(await status())
+      .map((s) => s.pid)
+      .filter((p): p is number => p !== null);
+    expect(pids.length).toBeGreaterThanOrEqual(4);
+    stack.kill('SIGINT');
+    expect(await exited(stack)).toEqual({ code: 0, signal: null });
+    expect(out).toContain('vigil: stopped');
+    expect(await findProcesses({ match: [home.dir] })).toEqual([]);
+    expect(existsSync(path('run/control.sock'))).toBe(false);
+    expect((await run([CTL, '--home', home.dir, 'status'])).code).toBe(3);
+  }, 60_000);
+});
+
+describe('starting the stack', () => {
+  it('a port already in use: a clear message naming the port and its holder, exit 1, nothing left running', async () => {
+    const other = tmpDir('vigil-stack-busy-');
+    const port = await freePort();
+    const holder = spawn(
+      process.execPath,
+      [`${ROOT}packages/health-check/test/fixtures/listen.mjs`, '127.0.0.1', String(port)],
+      {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      },
+    );
+    try {
+      await new Promise((resolve) => holder.stdout!.once('data', resolve));
+      const r = await run([START, '--home', other.dir, '--daemon-http', `127.0.0.1:${port}`, '--health-interval', '0']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        `vigil: port ${port} (127.0.0.1:${port}, the daemon (HTTP)) is already in use by pid ${holder.pid} (${process.execPath} ${ROOT}packages/health-check/test/fixtures/listen.mjs 127.0.0.1 ${port}). Stop it, or give --daemon-http another address.\n`,
+      );
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      expect(await findProcesses({ match: [other.dir] })).toEqual([]);
+    } finally {
+      holder.kill();
+      other.cleanup();
+    }
+  });
+
+  it('bad usage exits 64 with the usage; --help exits 0', async () => {
+    const bad = await run([START, '--daemon-http', 'nope']);
+    expect(bad.code).toBe(64);
+    expect(bad.stderr).toMatch(/^vigil: --daemon-http: expected HOST:PORT, got "nope"\n\nUsage: /);
+    const help = await run([START, '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('--guardian-interval');
+  });
+});
