@@ -704,8 +704,8 @@ async function main() {
   console.log(`  ${goals.filter(([, ok]) => ok === true).length} of ${goals.length} met`);
   if (skipped > 0) console.log(`note: ${skipped} measure run(s) skipped to stay within the time limit`);
   console.log(
-    "note: relay on, bulk c->s: random bytes are the filter's worst case, not its traffic: it frames them " +
-      'as lines (a newline every ~256 B) and checks the ~2/3 that hold a backslash for UTF-8; no goal',
+    "note: relay on, bulk c->s: random bytes are not the filter's traffic: a newline every ~256 B, chunks " +
+      'that rarely end at one, lines it frames and searches as it would JSON-RPC; no goal',
   );
   if (cores <= 2) {
     console.log(

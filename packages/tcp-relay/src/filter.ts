@@ -22,13 +22,14 @@ export type Verdict =
     };
 
 const FORWARD: Verdict = { forward: true };
-const BACKSLASH = 0x5c;
+/** `\u`: the only JSON escape that can write a letter, and so a method name, in other bytes. */
+const ESCAPE_U = Buffer.from('\\u');
 const LF = 0x0a;
 const CR = 0x0d;
 
 /**
  * One chunk read at a line boundary, as the filter sees it: in order, runs of complete lines that
- * go on as they are, and the lines that must be judged (those with a backslash), then the
+ * go on as they are, and the lines that must be judged (those with a `\u` escape), then the
  * incomplete line after the last newline. Joined again, the parts and `rest` are the chunk.
  */
 export interface ChunkScan {
@@ -41,10 +42,12 @@ export interface ChunkScan {
 }
 
 /**
- * Decides, line by line, what the relay lets a guest call. Without a backslash in the line, a
- * method name can only appear as its literal quoted bytes, so a line that contains none of the
- * refused names is forwarded without being parsed; any other line is parsed and judged as JSON
- * (escapes such as `"start\u004cink"` are no way around it).
+ * Decides, line by line, what the relay lets a guest call. Method names are letters, and of JSON's
+ * escapes only `\u` writes a letter (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t` do not): so
+ * without `\u` in the line, a refused method (or a `method` key) can only be written as its
+ * literal bytes, and a line that contains none of the refused names in quotes is forwarded
+ * without being parsed. Any other line is parsed and judged as JSON (`"start\u004cink"` is no
+ * way around it).
  */
 export class MethodFilter {
   /**
@@ -72,8 +75,8 @@ export class MethodFilter {
 
   /**
    * Splits a chunk that starts at a line boundary (see ChunkScan) without looking at each line:
-   * when the chunk holds no refused name, only the lines with a backslash can hide one (in an
-   * escape), so only those are cut out to be judged. Null when a refused name appears: then every
+   * when the chunk holds no refused name, only the lines with a `\u` escape can hide one, so only
+   * those are cut out to be judged. Null when a refused name appears: then every
    * line is judged. The caller keeps every line of the chunk within its size limit.
    */
   scanChunk(chunk: Buffer): ChunkScan | null {
@@ -83,7 +86,7 @@ export class MethodFilter {
     const parts: ChunkScan['parts'][number][] = [];
     let start = 0;
     for (;;) {
-      const b = chunk.indexOf(BACKSLASH, start);
+      const b = chunk.indexOf(ESCAPE_U, start);
       if (b < 0 || b > last) break;
       const lineStart = b === 0 ? 0 : chunk.lastIndexOf(LF, b) + 1;
       const lf = chunk.indexOf(LF, b);
@@ -99,7 +102,7 @@ export class MethodFilter {
   /** `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). */
   judge(line: Uint8Array, namesAbsent = false): Verdict {
     const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line.buffer, line.byteOffset, line.byteLength);
-    if (bytes.indexOf(BACKSLASH) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
+    if (bytes.indexOf(ESCAPE_U) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
     // The daemon answers invalid UTF-8 itself (checked first: a failed decode throws, which is slow).
     if (!isUtf8(bytes)) return FORWARD;
     const text = decodeLine(bytes);

@@ -322,28 +322,49 @@ class Pair {
     up.on('drain', () => client.resume());
     client.on('end', () => {
       // The guest's last line may lack its newline: it goes on as it came.
-      if (this.framer) this.forwardFrames(this.framer.end(), up, false);
+      if (this.framer) {
+        const out: Uint8Array[] = [];
+        this.collectFrames(this.framer.end(), out, false);
+        this.write(up, out);
+      }
       up.end(); // half-close forwarded: the guest still gets every reply
     });
   }
 
   /**
-   * A chunk read at a line boundary, small enough that none of its lines can be oversize, goes
-   * on in byte ranges: only its lines with a backslash are cut out and judged (see scanChunk).
-   * Anything else goes through the framer, line by line.
+   * Guest → target through the filter. A line left incomplete by the previous read is finished
+   * through the framer with this chunk's bytes up to its first newline; from there the chunk is
+   * at a line boundary and, when small enough that none of its lines can be oversize, goes on in
+   * byte ranges: only its lines with a `\u` escape are cut out and judged (see scanChunk). A chunk
+   * holding a refused name goes through the framer, line by line.
    */
   private forwardFiltered(chunk: Buffer, up: Socket): boolean {
     const framer = this.framer!;
-    const scan = framer.idle && chunk.length <= this.config.maxLineBytes ? this.filter!.scanChunk(chunk) : null;
-    if (scan === null) return this.forwardFrames(framer.push(chunk), up, true, chunk);
-    const out: Buffer[] = [];
-    for (const part of scan.parts) {
-      if (part.kind === 'clean') out.push(part.bytes);
-      else if (this.passes(this.filter!.judge(part.line, true))) out.push(part.line, part.newline);
+    const out: Uint8Array[] = [];
+    let body = chunk;
+    if (!framer.idle) {
+      const nl = chunk.indexOf(0x0a);
+      const head = nl < 0 ? chunk : chunk.subarray(0, nl + 1);
+      this.collectFrames(framer.push(head), out, true, head);
+      body = chunk.subarray(head.length);
     }
-    if (scan.rest.length > 0) framer.push(scan.rest);
+    if (body.length > 0) {
+      const scan = body.length <= this.config.maxLineBytes ? this.filter!.scanChunk(body) : null;
+      if (scan === null) this.collectFrames(framer.push(body), out, true, body);
+      else {
+        for (const part of scan.parts) {
+          if (part.kind === 'clean') out.push(part.bytes);
+          else if (this.passes(this.filter!.judge(part.line, true))) out.push(part.line, part.newline);
+        }
+        if (scan.rest.length > 0) framer.push(scan.rest);
+      }
+    }
+    return this.write(up, out);
+  }
+
+  /** Writes the parts in order: one write, or one writev of the ranges (no copy). */
+  private write(up: Socket, out: Uint8Array[]): boolean {
     if (out.length <= 1) return out.length === 0 || up.write(out[0]!);
-    // One writev of the ranges, no copy.
     up.cork();
     let ok = true;
     for (const b of out) ok = up.write(b);
@@ -361,13 +382,12 @@ class Pair {
   }
 
   /**
-   * Forwards the lines the filter lets through, in order, in one write; answers the others. The
-   * refused names are searched for once in `chunk` (what was read), not in each line of it: a
-   * line that lies inside a chunk without them holds none either. A line that began in an earlier
-   * chunk is a copy, not inside `chunk`, and is searched on its own.
+   * Adds to `out` the lines the filter lets through, in order; answers the others. The refused
+   * names are searched for once in `chunk` (what was read), not in each line of it: a line that
+   * lies inside a chunk without them holds none either. A line that began in an earlier chunk is
+   * a copy, not inside `chunk`, and is searched on its own.
    */
-  private forwardFrames(frames: Frame[], up: Socket, terminated = true, chunk?: Buffer): boolean {
-    const out: Uint8Array[] = [];
+  private collectFrames(frames: Frame[], out: Uint8Array[], terminated: boolean, chunk?: Buffer): void {
     const clean = chunk !== undefined && frames.length > 1 && this.filter!.noRefusedName(chunk);
     for (const frame of frames) {
       if (frame.kind === 'oversize') {
@@ -389,7 +409,6 @@ class Pair {
         if (terminated) out.push(frame.crlf ? CRLF : LF);
       }
     }
-    return out.length === 0 ? true : up.write(Buffer.concat(out));
   }
 
   /** A reply of the relay's own, written between two of the target's lines. */

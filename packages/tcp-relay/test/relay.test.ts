@@ -178,7 +178,7 @@ describe('the filter on many lines at once', () => {
 });
 
 describe('the filter on lines with escapes', () => {
-  it('judges each line with a backslash among plain ones: an escaped refused name is refused, escaped text passes, CRLF kept', async () => {
+  it('judges each line with a \\u escape among plain ones: an escaped refused name is refused, escaped text passes, CRLF kept', async () => {
     const echo = await echoServer();
     const r = await relay(echo.addr);
     const sock = connect(r.addr.port, r.addr.host);
@@ -191,7 +191,7 @@ describe('the filter on lines with escapes', () => {
     const plain = (id: number) => `{"jsonrpc":"2.0","method":"send","params":{"message":"m"},"id":${id}}\n`;
     const quoted = '{"jsonrpc":"2.0","method":"send","params":{"message":"say \\"hi\\""},"id":"q"}\r\n';
     const hidden = '{"jsonrpc":"2.0","method":"start\\u004cink","id":"hidden"}\r\n';
-    // One write: most lines plain, two with backslashes; then one more in a later read.
+    // One write: plain lines, one with escaped quotes, one with a \u escape; then one more in a later read.
     sock.write(`${plain(1)}${quoted}${plain(2)}${hidden}${plain(3)}`);
     await until('the first part went through', () => got.includes('"id":3}'));
     sock.end(`${hidden.replace('hidden', 'later')}${plain(4)}`);

@@ -105,6 +105,28 @@ describe('the method filter', () => {
     );
   });
 
+  it('decides as a JSON parser does whatever escapes the other strings hold (\\" \\\\ \\/ \\n \\u…)', () => {
+    const refused = RELAY_REFUSED_METHODS as readonly string[];
+    const piece = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 8 }),
+      fc.constantFrom('"', '\\', '\n', '/', '\u0000', 'startLink', '"startLink"', '\\u004c', ...refused),
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...refused, 'send', 'version', 'startLinks'),
+        fc.array(piece, { maxLength: 6 }),
+        fc.boolean(),
+        (m, texts, slashes) => {
+          let text = JSON.stringify({ jsonrpc: '2.0', method: m, params: { message: texts.join(''), texts }, id: 1 });
+          if (slashes) text = text.replace(/\//g, '\\/'); // JSON.stringify never writes \/, a sender may
+          expect(JSON.parse(text).method).toBe(m);
+          expect(filter.judge(Buffer.from(text)).forward).toBe(!refused.includes(m));
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
   it('forwards what it cannot parse: the daemon answers that itself', () => {
     expect(filter.judge(Buffer.from('{"method":"startLink"'))).toEqual({ forward: true });
     expect(filter.judge(Buffer.from([0x22, 0xff, 0x5c]))).toEqual({ forward: true });
@@ -158,13 +180,14 @@ describe('the method filter', () => {
     );
   });
 
-  it('scanChunk: the parts put together are the chunk; every line with a backslash is judged, no other is', () => {
+  it('scanChunk: the parts put together are the chunk; every line with a \\u escape is judged, no other is', () => {
     const filter = new MethodFilter();
     const line = fc.oneof(
       fc.constant('{"jsonrpc":"2.0","method":"send","params":{"message":"hi"},"id":1}'),
       fc.constant('{"jsonrpc":"2.0","method":"send","params":{"message":"a \\"quote\\""},"id":2}'),
       fc.constant('{"jsonrpc":"2.0","method":"start\\u004cink","id":3}'),
       fc.constant('\\'),
+      fc.constant('tail \\u0041'),
       fc.constant(''),
       fc.constant('\r'),
       fc.string({ maxLength: 12 }).map((t) => t.replace(/\n/g, ' ')),
@@ -185,11 +208,11 @@ describe('the method filter', () => {
           expect(scan.rest.includes(0x0a)).toBe(false);
           for (const p of scan.parts) {
             if (p.kind === 'judge') {
-              expect(p.line.includes(0x5c)).toBe(true);
+              expect(p.line.includes('\\u')).toBe(true);
               expect(p.line.includes(0x0a)).toBe(false);
               expect(['\n', '\r\n']).toContain(p.newline.toString());
             } else {
-              expect(p.bytes.includes(0x5c)).toBe(false);
+              expect(p.bytes.includes('\\u')).toBe(false);
               expect(p.bytes.at(-1)).toBe(0x0a); // whole lines only
             }
           }
