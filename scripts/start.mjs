@@ -373,7 +373,8 @@ const guardianConfig = {
 const healthConfig = {
   daemon: {
     http: hp(opts.daemonHttp),
-    processMatch: [dir('localnet.sqlite')],
+    // This stack's daemon: its network file and its account (other accounts may share the file).
+    processMatch: [dir('localnet.sqlite'), opts.account],
     service: manager('signal-daemon'),
     log: log('signal-daemon'),
   },

@@ -209,6 +209,10 @@ describe('the whole stack', () => {
         method: 'receive',
         params: { envelope: { dataMessage: { message: 'hello vigil' } } },
       });
+      // A daemon of another account on the same network is not a duplicate of this one.
+      const health = await run([HEALTH, '--json', '--config', path('health.json')]);
+      expect(health.code).toBe(0);
+      expect(JSON.parse(health.stdout).checks[2]).toMatchObject({ name: 'single_daemon', status: 'ok' });
     } finally {
       sse.close();
       viaRelay.close();
