@@ -41,7 +41,8 @@ Options (each also an environment variable):
   --model <file>             VIGIL_MODEL            a GGUF model (default: a generated tiny model)
   --model-id <id>            VIGIL_MODEL_ID         the model id clients ask for (default vigil)
   --threads <n>              VIGIL_THREADS          inference threads (default: the server's own choice)
-  --guardian-interval <s>    VIGIL_GUARDIAN_INTERVAL  seconds between guardian ticks (default 10)
+  --guardian-interval <s>    VIGIL_GUARDIAN_INTERVAL  seconds between guardian ticks (default 10 for the tiny
+                                                    model; 60 with --model, which may load for longer)
   --health-interval <s>      VIGIL_HEALTH_INTERVAL  seconds between health checks (default 300; 0: never)
   -h, --help                 print this and exit
 
@@ -95,7 +96,11 @@ try {
     mtls: pick('mtls', 'VIGIL_MTLS', '127.0.0.1:1338'),
     model: pick('model', 'VIGIL_MODEL', undefined),
     threads: pick('threads', 'VIGIL_THREADS', undefined),
-    guardianInterval: number(pick('guardian-interval', 'VIGIL_GUARDIAN_INTERVAL', '10'), '--guardian-interval'),
+    // Two failed ticks restart the server: ticks must be longer than a model takes to load.
+    guardianInterval: number(
+      pick('guardian-interval', 'VIGIL_GUARDIAN_INTERVAL', pick('model', 'VIGIL_MODEL', undefined) ? '60' : '10'),
+      '--guardian-interval',
+    ),
     healthInterval: number(pick('health-interval', 'VIGIL_HEALTH_INTERVAL', '300'), '--health-interval'),
   };
   if (!['local', 'signal-cli'].includes(opts.backend))
