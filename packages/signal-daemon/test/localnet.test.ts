@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
 import type { DaemonHandle } from '../src/index.js';
 import { rpc, SseClient, startDaemon, TcpClient, tmpDir } from './helpers.js';
 
@@ -279,6 +280,42 @@ describe('mail for a daemon that is not running', () => {
     } finally {
       await a.close();
       await b.close();
+      tmp.cleanup();
+    }
+  });
+});
+
+describe("another process holding the network file's write lock", () => {
+  it('a send waits without stopping the daemon, then commits; sends made meanwhile keep their order', async () => {
+    const tmp = tmpDir();
+    const a = await startDaemon(tmp.dir, A);
+    const b = await startDaemon(tmp.dir, B);
+    // Another writer of the file (as a daemon in another process would be), holding the lock.
+    const other = new Database(join(tmp.dir, 'localnet.sqlite'));
+    try {
+      const sse = await SseClient.open(b.http!);
+      other.exec('BEGIN IMMEDIATE');
+      const sends = [1, 2, 3].map((n) => rpc(a.http!, 'send', { recipient: [B], message: `m${n}` }, n));
+      // The daemon answers meanwhile: its event loop is not asleep in SQLite's busy handler.
+      const t0 = Date.now();
+      expect((await rpc(a.http!, 'version')).result.version).toEqual(expect.any(String));
+      expect(Date.now() - t0).toBeLessThan(1000);
+      let settled = false;
+      void Promise.allSettled(sends).then(() => {
+        settled = true;
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      expect(settled).toBe(false); // still waiting for the lock
+      other.exec('COMMIT');
+      const replies = await Promise.all(sends);
+      expect(replies.map((r) => r.result.results[0].type)).toEqual(['SUCCESS', 'SUCCESS', 'SUCCESS']);
+      const events = await sse.waitFor(3);
+      expect(events.map((e) => JSON.parse(e.data).envelope.dataMessage.message)).toEqual(['m1', 'm2', 'm3']);
+      sse.close();
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await Promise.all([a.close(), b.close()]);
       tmp.cleanup();
     }
   });

@@ -223,7 +223,7 @@ export class LocalBackend implements Backend {
   }
 
   /** Posts one envelope to each recipient; per-recipient results as signal-cli gives them. */
-  private post(recipients: readonly string[], envelope: Envelope): SendResultEntry[] {
+  private async post(recipients: readonly string[], envelope: Envelope): Promise<SendResultEntry[]> {
     const results: SendResultEntry[] = [];
     const deliveries: { recipient: string; envelope: Envelope }[] = [];
     for (const number of new Set(recipients)) {
@@ -235,7 +235,7 @@ export class LocalBackend implements Backend {
       deliveries.push({ recipient: number, envelope });
       results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'SUCCESS' });
     }
-    this.store.post(this.me.number, deliveries);
+    await this.store.post(this.me.number, deliveries);
     if (deliveries.some((d) => d.recipient === this.me.number)) this.scheduleSelfDelivery();
     return results;
   }
@@ -257,7 +257,7 @@ export class LocalBackend implements Backend {
     return result;
   }
 
-  private send(p: Params): SendResult {
+  private async send(p: Params): Promise<SendResult> {
     const recipients = numbers(p, 'recipient');
     const groupIds = strings(p, 'groupId');
     const noteToSelf = optBool(p, 'noteToSelf');
@@ -279,17 +279,17 @@ export class LocalBackend implements Backend {
     });
     const results: SendResultEntry[] = [];
     if (recipients.length > 0) {
-      results.push(...this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() })));
+      results.push(...(await this.post(recipients, this.envelope(timestamp, { dataMessage: dataMessage() }))));
     }
     for (const groupId of groupIds) {
       const group = this.memberGroup(groupId);
       const members = this.store.members(groupId).filter((m) => m.number !== this.me.number);
       const info = { groupId, groupName: group.name, revision: group.revision, type: 'DELIVER' };
       results.push(
-        ...this.post(
+        ...(await this.post(
           members.map((m) => m.number),
           this.envelope(timestamp, { dataMessage: dataMessage(info) }),
-        ),
+        )),
       );
     }
     // A group with no other members is a successful send to nobody.
@@ -334,7 +334,7 @@ export class LocalBackend implements Backend {
     };
   }
 
-  private sendReceipt(p: Params): SendResult {
+  private async sendReceipt(p: Params): Promise<SendResult> {
     const recipients = numbers(p, 'recipient');
     if (recipients.length !== 1) throw invalidParams('recipient must be exactly one phone number');
     const targets = [...timestamps(p, 'targetTimestamp'), ...timestamps(p, 'targetTimestamps')];
@@ -349,7 +349,7 @@ export class LocalBackend implements Backend {
       isViewed: type === 'viewed',
       timestamps: targets,
     };
-    const results = this.post(recipients, this.envelope(timestamp, { receiptMessage }));
+    const results = await this.post(recipients, this.envelope(timestamp, { receiptMessage }));
     return this.finishSend(timestamp, results, 'receipt');
   }
 
@@ -436,7 +436,7 @@ export class LocalBackend implements Backend {
     if (missing.length > 0) throw userError(`Cannot add ${role}: not registered: ${missing.join(', ')}`);
   }
 
-  private updateGroup(p: Params): { groupId: string; timestamp: number } {
+  private async updateGroup(p: Params): Promise<{ groupId: string; timestamp: number }> {
     const groupId = optString(p, 'groupId');
     const name = optString(p, 'name');
     const description = optString(p, 'description');
@@ -479,7 +479,7 @@ export class LocalBackend implements Backend {
       viewOnce: false,
       groupInfo: info,
     };
-    this.post([...others, ...remove], this.envelope(timestamp, { dataMessage }));
+    await this.post([...others, ...remove], this.envelope(timestamp, { dataMessage }));
     return { groupId: id, timestamp };
   }
 

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 import { openDatabase } from '../sqlite.js';
@@ -14,6 +16,70 @@ const SCHEMA_VERSION = 1;
 const CHECKPOINT_MS = 1000;
 const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
 const BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * The checkpointer's thread: its own connection to the file, a PASSIVE checkpoint every second
+ * and a TRUNCATE (waiting at most 10 ms for readers) once the WAL is over the limit. It ends when
+ * told to, or with the process (the thread does not keep it alive).
+ */
+const CHECKPOINTER = `
+const { workerData, parentPort } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file);
+db.pragma('busy_timeout = 0');
+const pageSize = db.pragma('page_size', { simple: true });
+const timer = setInterval(() => {
+  try {
+    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    if (r && r.log * pageSize > workerData.walLimit) {
+      db.pragma('busy_timeout = 10');
+      try { db.pragma('wal_checkpoint(TRUNCATE)'); } finally { db.pragma('busy_timeout = 0'); }
+    }
+  } catch {}
+}, workerData.intervalMs);
+parentPort.once('message', () => {
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+
+function startCheckpointer(file: string, fallback: () => void): { stop(): void } {
+  const inLoop = () => {
+    const t = setInterval(fallback, CHECKPOINT_MS);
+    t.unref();
+    return { stop: () => clearInterval(t) };
+  };
+  let worker: Worker;
+  try {
+    worker = new Worker(CHECKPOINTER, {
+      eval: true,
+      workerData: {
+        file,
+        driver: createRequire(import.meta.url).resolve('better-sqlite3'),
+        intervalMs: CHECKPOINT_MS,
+        walLimit: WAL_LIMIT_BYTES,
+      },
+    });
+  } catch {
+    return inLoop();
+  }
+  worker.unref();
+  let local: { stop(): void } | null = null;
+  let stopped = false;
+  worker.once('error', () => {
+    if (!stopped) local = inLoop();
+  });
+  return {
+    stop: () => {
+      stopped = true;
+      local?.stop();
+      worker.postMessage('stop');
+    },
+  };
+}
+
+const isBusy = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
 
 export interface AccountRow {
   readonly number: string;
@@ -55,7 +121,9 @@ export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
-  private readonly checkpointer: NodeJS.Timeout;
+  private readonly checkpointer: { stop(): void };
+  private writesWaiting = 0;
+  private writeQueue: Promise<void> = Promise.resolve();
   private readonly pageSize: number;
 
   constructor(readonly file: string) {
@@ -64,26 +132,12 @@ export class NetworkStore {
     // Several daemons write this file all the time, so SQLite's automatic checkpoint rarely
     // completes and is retried, with fsyncs, at nearly every commit; and readers that never all
     // stop keep the WAL from ever starting over. Instead each daemon checkpoints once a second:
-    // passively, and with a truncation (at most 10 ms of waiting for readers) once the WAL is large.
+    // passively, and with a truncation (at most 10 ms of waiting for readers) once the WAL is large;
+    // from a worker thread with a connection of its own, so that the checkpoint's page writes and
+    // fsyncs (tens of ms) never stop the event loop. Where a worker cannot start, here.
     this.db.pragma('wal_autocheckpoint = 0');
     this.db.pragma(`journal_size_limit = ${WAL_LIMIT_BYTES}`);
-    this.checkpointer = setInterval(() => {
-      try {
-        const [r] = this.db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
-        if (r && r.log * this.pageSize > WAL_LIMIT_BYTES) {
-          // Wait for readers at most a few ms (this blocks the event loop); else next second.
-          this.db.pragma('busy_timeout = 10');
-          try {
-            this.db.pragma('wal_checkpoint(TRUNCATE)');
-          } finally {
-            this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-          }
-        }
-      } catch {
-        // busy or closing: the next tick tries again
-      }
-    }, CHECKPOINT_MS);
-    this.checkpointer.unref();
+    this.checkpointer = startCheckpointer(file, () => this.checkpoint());
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS accounts (
@@ -190,19 +244,72 @@ export class NetworkStore {
 
   /**
    * Posts envelopes to mailboxes and records the recipients as the sender's contacts, all in one
-   * transaction (one write lock per send: the file is shared with other daemons).
+   * transaction (one write lock per send: the file is shared with other daemons). Resolves once
+   * committed; while another process holds the write lock it waits off the event loop (see
+   * write), and posts commit in the order they were made.
    */
-  post(sender: string, deliveries: readonly { recipient: string; envelope: Envelope }[]): void {
-    if (deliveries.length === 0) return;
-    const now = Date.now();
-    this.db
-      .transaction(() => {
-        for (const d of deliveries) {
-          this.s.post.run(d.recipient, JSON.stringify(d.envelope), now);
-          if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
-        }
-      })
-      .immediate();
+  post(sender: string, deliveries: readonly { recipient: string; envelope: Envelope }[]): Promise<void> {
+    if (deliveries.length === 0) return Promise.resolve();
+    const envelopes = deliveries.map((d) => JSON.stringify(d.envelope));
+    return this.write(() => {
+      const now = Date.now();
+      this.db
+        .transaction(() => {
+          deliveries.forEach((d, i) => {
+            this.s.post.run(d.recipient, envelopes[i], now);
+            if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
+          });
+        })
+        .immediate();
+    });
+  }
+
+  /**
+   * Runs a write that needs the file's write lock. SQLite's own wait for a lock held by another
+   * process sleeps on the event loop (1, 2, 5, 10… ms at a time); here a busy lock is tried again
+   * after a yield or a 1 ms timer instead, so the daemon goes on answering meanwhile, for up to
+   * the busy timeout. Writes queue behind one that waits, so they commit in order.
+   */
+  write(fn: () => void): Promise<void> {
+    if (this.writesWaiting === 0) {
+      try {
+        this.tryWrite(fn);
+        return Promise.resolve();
+      } catch (err) {
+        if (!isBusy(err)) return Promise.reject(err);
+      }
+    }
+    this.writesWaiting += 1;
+    const done = this.writeQueue
+      .then(() => this.retryWrite(fn))
+      .finally(() => {
+        this.writesWaiting -= 1;
+      });
+    this.writeQueue = done.catch(() => {});
+    return done;
+  }
+
+  private tryWrite(fn: () => void): void {
+    // A PRAGMA acts when it is prepared, so it cannot be a prepared statement run again.
+    this.db.pragma('busy_timeout = 0');
+    try {
+      fn();
+    } finally {
+      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    }
+  }
+
+  private async retryWrite(fn: () => void): Promise<void> {
+    const deadline = Date.now() + BUSY_TIMEOUT_MS;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.tryWrite(fn);
+        return;
+      } catch (err) {
+        if (!isBusy(err) || Date.now() > deadline) throw err;
+      }
+      await new Promise((resolve) => (attempt < 2 ? setImmediate(resolve) : setTimeout(resolve, 1)));
+    }
   }
 
   hasMail(number: string): boolean {
@@ -336,8 +443,25 @@ export class NetworkStore {
     return this.s.dataVersion.get() as number;
   }
 
+  /** One checkpoint on this connection (the fallback when no worker thread can do it). */
+  private checkpoint(): void {
+    try {
+      const [r] = this.db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+      if (r && r.log * this.pageSize > WAL_LIMIT_BYTES) {
+        this.db.pragma('busy_timeout = 10');
+        try {
+          this.db.pragma('wal_checkpoint(TRUNCATE)');
+        } finally {
+          this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+        }
+      }
+    } catch {
+      // busy or closing: the next tick tries again
+    }
+  }
+
   close(): void {
-    clearInterval(this.checkpointer);
+    this.checkpointer.stop();
     this.db.close();
   }
 }
