@@ -263,13 +263,17 @@ describe('consumers brought back with --fix', () => {
 });
 
 describe('service managers, by the argv they run', () => {
-  /** A directory with recording stand-ins for launchctl and systemctl, first on PATH. */
+  /**
+   * A directory with stand-ins for launchctl and systemctl, first on PATH: each records its argv
+   * and then, as the real ones would, starts the service (the daemon, detached) and returns.
+   */
   function standIns(calls: string): NodeJS.ProcessEnv {
     const bin = mkdirp(lab.path('bin'));
+    const start = [NODE, fixture('launch.mjs'), lab.path('launched.log'), '--', ...lab.daemonArgv()];
     for (const name of ['launchctl', 'systemctl']) {
       writeFileSync(
         `${bin}/${name}`,
-        `#!/bin/sh\nexec "${NODE}" "${fixture('record.mjs')}" "${calls}" 0 ${name} "$@"\n`,
+        `#!/bin/sh\n"${NODE}" "${fixture('record.mjs')}" "${calls}" 0 ${name} "$@" && exec ${start.map((a) => `"${a}"`).join(' ')}\n`,
       );
       chmodSync(`${bin}/${name}`, 0o755);
     }
@@ -300,17 +304,17 @@ describe('service managers, by the argv they run', () => {
   ])('%s', async (_what, service, expected) => {
     const calls = lab.path('calls.jsonl');
     const base = lab.baseConfig();
-    // The stand-in restarts nothing: the relaunch after it does, and the report names both.
-    const file = lab.writeConfig({
-      ...base,
-      daemon: { ...base.daemon, service, relaunch: lab.daemonArgv() },
-      timeouts: { checkMs: 500, fixMs: 1000 },
-    });
+    const file = lab.writeConfig({ ...base, daemon: { ...base.daemon, service } });
     const r = await healthCheck(['--json', '--fix', '--config', file], standIns(calls));
     expect(recorded(calls)).toEqual([expected]);
     const port = check(json(r.stdout), 'signal_port');
-    expect(port.fix!.detail).toContain(`${service.kind} restart (${expected.name} ${expected.argv.join(' ')}) rc 0`);
+    expect(port.fix).toEqual({
+      action: `restart the daemon through ${service.kind}`,
+      ok: true,
+      detail: `${service.kind} restart (${expected.name} ${expected.argv.join(' ')}) rc 0`,
+    });
     expect(port.status).toBe('healed');
+    expect(await lab.daemonPids()).toHaveLength(1);
   });
 });
 
