@@ -660,35 +660,48 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
   );
   ready.catch(() => {});
 
+  /** The shutdown itself; close() runs it once, holding the event loop until it ends. */
+  const shutdown = async (graceMs: number) => {
+    const wasLoading = state === 'loading';
+    state = 'stopping';
+    logger.info('stopping', { inFlight: inFlight.size, graceMs });
+    // Stop accepting at once; idle keep-alive connections go now, busy ones after their reply.
+    const closed = servers.map(closeServer);
+    for (const s of servers) s.closeIdleConnections();
+    if (wasLoading) loadAbort.abort(new Error('stopping'));
+    await waitUntil(() => inFlight.size === 0, graceMs);
+    const unfinished = inFlight.size;
+    const reason = new EndReason('shutdown', 'The server is shutting down; the completion was stopped.');
+    for (const abort of [...inFlight]) abort(reason);
+    scheduler.rejectAll(reason);
+    // Let the error replies and final stream events go out, then drop every connection.
+    await waitUntil(() => openResponses === 0, 300);
+    logger.debug('shutdown: replies sent', { openResponses });
+    for (const s of servers) s.closeAllConnections();
+    await Promise.race([Promise.all(closed), sleep(300)]);
+    logger.debug('shutdown: listeners closed');
+    // A generation that does not let go must not hold the exit: disposal is bounded too.
+    const eng = engine as Engine | null;
+    if (eng) await Promise.race([eng.dispose(), sleep(700)]);
+    else if (wasLoading) await Promise.race([ready.catch(() => {}), sleep(700)]);
+    logger.debug('shutdown: model disposed');
+    await Promise.race([accessLog?.close(), sleep(200)]);
+    state = 'stopped';
+    logger.info('stopped', { aborted: unfinished });
+  };
+
   let closing: Promise<void> | null = null;
   const close = (graceMs = config.shutdownGraceMs) => {
     closing ??= (async () => {
-      const wasLoading = state === 'loading';
-      state = 'stopping';
-      logger.info('stopping', { inFlight: inFlight.size, graceMs });
-      // Stop accepting at once; idle keep-alive connections go now, busy ones after their reply.
-      const closed = servers.map(closeServer);
-      for (const s of servers) s.closeIdleConnections();
-      if (wasLoading) loadAbort.abort(new Error('stopping'));
-      await waitUntil(() => inFlight.size === 0, graceMs);
-      const unfinished = inFlight.size;
-      const reason = new EndReason('shutdown', 'The server is shutting down; the completion was stopped.');
-      for (const abort of [...inFlight]) abort(reason);
-      scheduler.rejectAll(reason);
-      // Let the error replies and final stream events go out, then drop every connection.
-      await waitUntil(() => openResponses === 0, 300);
-      logger.debug('shutdown: replies sent', { openResponses });
-      for (const s of servers) s.closeAllConnections();
-      await Promise.race([Promise.all(closed), sleep(300)]);
-      logger.debug('shutdown: listeners closed');
-      // A generation that does not let go must not hold the exit: disposal is bounded too.
-      const eng = engine as Engine | null;
-      if (eng) await Promise.race([eng.dispose(), sleep(700)]);
-      else if (wasLoading) await Promise.race([ready.catch(() => {}), sleep(700)]);
-      logger.debug('shutdown: model disposed');
-      await Promise.race([accessLog?.close(), sleep(200)]);
-      state = 'stopped';
-      logger.info('stopped', { aborted: unfinished });
+      // The waits below use unref'd timers: once the listeners and connections are closed nothing
+      // else may hold the event loop, and the process would end in the middle of the shutdown
+      // (before the model is disposed, the access log flushed and `stopped` logged). This does.
+      const hold = setInterval(() => {}, 1000);
+      try {
+        await shutdown(graceMs);
+      } finally {
+        clearInterval(hold);
+      }
     })();
     return closing;
   };
