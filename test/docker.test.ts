@@ -16,7 +16,7 @@ import {
   INFERENCE_LIVENESS,
   INFERENCE_MTLS,
 } from '../packages/shared-types/src/index.js';
-import { exited } from './child.js';
+import { exited } from './support.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const dockerDir = join(root, 'docker');

@@ -12,9 +12,8 @@ import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { findProcesses } from '../packages/health-check/src/io.js';
-import { freePort, until } from '../packages/health-check/test/helpers.js';
 import { SseClient, spawnDaemon, TcpClient, tmpDir } from '../packages/signal-daemon/test/helpers.js';
-import { exited } from './child.js';
+import { exited, freePort, until } from './support.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const START = `${ROOT}scripts/start.mjs`;
@@ -290,6 +289,8 @@ describe('the whole stack', () => {
     expect(await exited(stack)).toEqual({ code: 0, signal: null });
     expect(out).toContain('vigil: stopped');
     expect(await findProcesses({ match: [home.dir] })).toEqual([]);
+    // The relay's command line names its addresses, not the home.
+    expect(await findProcesses({ program: 'tcp-relay', match: [`127.0.0.2:${ports.relay}`] })).toEqual([]);
     expect(existsSync(path('run/control.sock'))).toBe(false);
     expect((await run([CTL, '--home', home.dir, 'status'])).code).toBe(3);
   }, 60_000);
@@ -321,10 +322,73 @@ describe('starting the stack', () => {
     }
   });
 
+  it('after a kill -9 of the supervisor, the next start stops what it left and runs; Ctrl-C leaves nothing', async () => {
+    const home = tmpDir('vigil-stack-left-');
+    const relay = `127.0.0.2:${await freePort('127.0.0.2')}`;
+    // The stack's processes: all name the home, but the relay only its addresses.
+    const ours = async () => [
+      ...(await findProcesses({ match: [home.dir] })),
+      ...(await findProcesses({ program: 'tcp-relay', match: [relay] })),
+    ];
+    const args = [
+      START,
+      '--home',
+      home.dir,
+      '--daemon-http',
+      `127.0.0.1:${await freePort()}`,
+      '--daemon-tcp',
+      `127.0.0.1:${await freePort()}`,
+      '--relay',
+      relay,
+      '--inference',
+      `127.0.0.1:${await freePort()}`,
+      '--mtls',
+      'off',
+      '--threads',
+      '1',
+      '--health-interval',
+      '0',
+    ];
+    const launch = () => {
+      const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      child.stdout!.on('data', (d) => {
+        text += d;
+      });
+      child.stderr!.on('data', (d) => {
+        text += d;
+      });
+      return { child, out: () => text };
+    };
+    try {
+      const first = launch();
+      await until('the first stack', () => first.out().includes('vigil is running'), 120_000);
+      first.child.kill('SIGKILL');
+      await exited(first.child);
+      expect(await ours()).toHaveLength(4); // its services outlive it
+      const second = launch();
+      await until('the second stack', () => /vigil is running|^vigil: .*(in use|cannot)/m.test(second.out()), 120_000);
+      for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian']) {
+        expect(second.out()).toMatch(
+          new RegExp(`vigil: stopping ${name} \\(pid \\d+\\) left by a stack that did not stop cleanly`),
+        );
+      }
+      expect(second.out()).toContain('vigil is running');
+      second.child.kill('SIGINT');
+      expect(await exited(second.child)).toEqual({ code: 0, signal: null });
+      expect(await ours()).toEqual([]);
+    } finally {
+      for (const p of await ours()) process.kill(p.pid, 'SIGKILL');
+      home.cleanup();
+    }
+  }, 200_000);
+
   it('bad usage exits 64 with the usage; --help exits 0', async () => {
     const bad = await run([START, '--daemon-http', 'nope']);
     expect(bad.code).toBe(64);
-    expect(bad.stderr).toMatch(/^vigil: --daemon-http: expected HOST:PORT, got "nope"\n\nUsage: /);
+    expect(bad.stderr).toMatch(
+      /^vigil: --daemon-http: invalid port "nope": expected an integer from 0 to 65535\n\nUsage: /,
+    );
     const help = await run([START, '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--guardian-interval');

@@ -10,7 +10,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +21,7 @@ import {
   GUARDIAN_EXTRA_EVENT_FIELDS,
   GUARDIAN_EXTRA_EVENT_LEVEL,
 } from '@vigil/shared-types';
-import { exited } from '../../../test/child.js';
+import { exited } from '../../../test/support.js';
 
 export { exited };
 
@@ -41,14 +40,7 @@ export function tmpDir(prefix = 'vigil-guardian-'): { dir: string; cleanup: () =
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
+export { freePort } from '../../../test/support.js';
 
 export function writeJson(file: string, value: unknown): string {
   mkdirSync(dirname(file), { recursive: true });

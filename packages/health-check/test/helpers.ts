@@ -1,7 +1,6 @@
 /** Test helpers: a lab of real processes (daemon, relay, gateway stand-in) in a directory of its own. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HealthReport } from '@vigil/shared-types';
@@ -17,17 +16,9 @@ export const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${nam
 export const NODE = process.execPath;
 export const ACCOUNT = '+15550000001';
 
-/** A port nothing listens on right now. */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort, until } from '../../../test/support.js';
+
+export { freePort, until };
 
 export interface HealthRun {
   code: number | null;
@@ -63,14 +54,6 @@ export function waitOutput(child: ChildProcess, text: string, timeoutMs = 10_000
       reject(new Error(`exited with ${code} before "${text}":\n${out}`));
     });
   });
-}
-
-export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /**

@@ -7,7 +7,7 @@
 import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { HealthCheckResult, HealthReport } from '@vigil/shared-types';
-import { exited } from '../../../test/child.js';
+import { exited } from '../../../test/support.js';
 import { fixture, freePort, healthCheck, Lab, mkdirp, NODE, RELAY_BIN, rpc, statusOf, until } from './helpers.js';
 
 const check = (report: HealthReport, name: string) => report.checks.find((c) => c.name === name) as HealthCheckResult;

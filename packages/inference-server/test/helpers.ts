@@ -105,7 +105,7 @@ export function spawnServer(args: string[], env: NodeJS.ProcessEnv = {}): Promis
   });
 }
 
-export { exited } from '../../../test/child.js';
+export { exited } from '../../../test/support.js';
 
 export interface Reply {
   status: number;

@@ -276,6 +276,6 @@ export function spawnDaemon(
   });
 }
 
-export { exited } from '../../../test/child.js';
+export { exited } from '../../../test/support.js';
 
 export const url = (addr: HostPort) => `http://${formatHostPort(addr)}`;

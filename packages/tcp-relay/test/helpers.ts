@@ -54,11 +54,4 @@ export function closeServer(s: Server & { sockets?: Set<Socket> }): Promise<void
   return new Promise((resolve) => s.close(() => resolve()));
 }
 
-/** Waits until the predicate holds (polling), or fails naming what did not happen. */
-export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+export { until } from '../../../test/support.js';
