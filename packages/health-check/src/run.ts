@@ -1,7 +1,7 @@
 import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HealthExit, type HealthReport, healthExitCode } from '@vigil/shared-types';
-import { CHECKS, type Check, runCheck } from './checks.js';
+import { CHECKS, runCheck } from './checks.js';
 import type { HealthConfig } from './config.js';
 
 /** Another run holds the lock: this one cannot run (exit 3). */
@@ -47,24 +47,20 @@ export function takeLock(file: string): () => void {
 }
 
 /** Runs every check in order, repairs with `fix`, appends the report to the health log. */
-export async function runChecks(
-  config: HealthConfig,
-  opts: { fix: boolean; checks?: readonly Check[]; now?: () => number },
-): Promise<HealthReport> {
-  const now = opts.now ?? Date.now;
-  const t0 = now();
-  const deadline = Date.now() + config.timeouts.runMs;
+export async function runChecks(config: HealthConfig, opts: { fix: boolean }): Promise<HealthReport> {
+  const t0 = Date.now();
+  const deadline = t0 + config.timeouts.runMs;
   const release = takeLock(config.lockFile);
   try {
     const results = [];
-    for (const check of opts.checks ?? CHECKS) {
-      results.push(await runCheck(check, { config, fix: opts.fix, now: now(), deadline }));
+    for (const check of CHECKS) {
+      results.push(await runCheck(check, { config, fix: opts.fix, now: Date.now(), deadline }));
     }
     const report: HealthReport = {
       ts: t0 / 1000,
       fix: opts.fix,
       checks: results,
-      durationMs: now() - t0,
+      durationMs: Date.now() - t0,
       exitCode: healthExitCode(results.map((r) => r.status)),
     };
     appendReport(config.healthLog, report);
