@@ -205,9 +205,8 @@ export const gatewayPlugin: Check = {
       if (!(await tcpAccepts(g.address, ctx.config.timeouts.checkMs)))
         return `the gateway ${formatHostPort(g.address)} is down`;
       const status = await daemonStatus(ctx.config.daemon.http, ctx.config.timeouts.checkMs);
-      const consumers = status
-        ? status.consumers.sse + status.consumers.tcp
-        : await establishedTo(ctx.config.daemon.http.port);
+      // The gateway follows the HTTP event stream: TCP clients (the relay's guests) are not it.
+      const consumers = status ? status.consumers.sse : await establishedTo(ctx.config.daemon.http.port);
       return consumers > 0
         ? null
         : `no consumer holds a connection to the daemon on ${formatHostPort(ctx.config.daemon.http)}`;

@@ -6,6 +6,7 @@
 
 import type { ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { HEALTH_CHECKS, type HealthReport } from '@vigil/shared-types';
 import { fixture, freePort, healthCheck, Lab, NODE, rpc, statusOf } from './helpers.js';
@@ -191,6 +192,9 @@ describe('what is not configured, or too old', () => {
   it('a gateway that is up but follows nothing is found out', async () => {
     const port = await freePort();
     const gw = await lab.spawn(lab.gatewayArgv(port, ['--no-sse']), 'listening');
+    // A client of the daemon's TCP port (as the relay's guests are) is not the gateway's stream.
+    const tcpClient = connect(lab.tcpPort, '127.0.0.1');
+    await new Promise((resolve) => tcpClient.once('connect', resolve));
     const base = lab.baseConfig();
     const file = lab.writeConfig({ ...base, gateway: { address: `127.0.0.1:${port}` } }, 'gw.json');
     const r = await healthCheck(['--json', '--config', file]);
@@ -199,6 +203,7 @@ describe('what is not configured, or too old', () => {
       status: 'failed',
       detail: `no consumer holds a connection to the daemon on 127.0.0.1:${lab.httpPort}`,
     });
+    tcpClient.destroy();
     gw.kill();
     const down = await healthCheck(['--json', '--config', file]);
     expect((JSON.parse(down.stdout) as HealthReport).checks.find((x) => x.name === 'gateway_plugin')!.detail).toBe(
