@@ -16,6 +16,10 @@ import { networkInterfaces } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+// Built packages of this workspace: the address syntax of every binary, and the health check's
+// process table (/proc on Linux, ps and lsof on macOS).
+import { listenersOn, listProcesses } from '../packages/health-check/dist/index.js';
+import { formatHostPort, parseHostPort } from '../packages/shared-types/dist/index.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const NODE = process.execPath;
@@ -112,17 +116,20 @@ try {
   process.exit(64);
 }
 
+/** An address flag, parsed as every vigil binary parses it. */
 function address(text, flag) {
-  const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(text);
-  if (!m || Number(m[2]) > 65535) throw new Error(`${flag}: expected HOST:PORT, got "${text}"`);
-  return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  try {
+    return parseHostPort(text);
+  } catch (err) {
+    throw new Error(`${flag}: ${err.message}`);
+  }
 }
 function number(text, flag) {
   const n = Number(text);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${flag}: expected a number of seconds, got "${text}"`);
   return n;
 }
-const hp = (a) => (a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`);
+const hp = formatHostPort;
 const say = (line) => process.stdout.write(`${line}\n`);
 const fail = (line) => {
   process.stderr.write(`vigil: ${line}\n`);
@@ -138,42 +145,28 @@ for (const d of ['', 'logs', 'state', 'run', 'models', 'signal-daemon'])
 const STACK_FILE = dir('run', 'stack.json');
 const SOCKET = dir('run', 'control.sock');
 
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === 'EPERM';
-  }
-};
-const cmdline = (pid) => {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
-  } catch {
-    const r = spawnSync('ps', ['-o', 'command=', '-p', String(pid)], { encoding: 'utf8' });
-    return r.status === 0 ? r.stdout.trim() : '';
-  }
-};
-
 // One stack per home: a live supervisor is refused; processes left by one that died are stopped.
+let stoppedLeftovers = 0;
 if (existsSync(STACK_FILE)) {
   let previous = null;
   try {
     previous = JSON.parse(readFileSync(STACK_FILE, 'utf8'));
   } catch {}
-  if (previous && alive(previous.pid) && cmdline(previous.pid).includes('start.mjs')) {
+  const commands = new Map((await listProcesses()).map((p) => [p.pid, p.command]));
+  if (previous && commands.get(previous.pid)?.includes('start.mjs')) {
     fail(
       `vigil is already running from ${HOME} (pid ${previous.pid}); stop it with Ctrl-C in its terminal or kill -TERM ${previous.pid}`,
     );
   }
-  for (const [name, pid] of Object.entries(previous?.services ?? {})) {
-    if (pid && alive(pid) && cmdline(pid).includes(HOME)) {
-      say(`vigil: stopping ${name} (pid ${pid}) left by a stack that did not stop cleanly`);
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {}
-    }
+  // A pid is that service only while it runs the command recorded for it (pids are reused).
+  const left = Object.entries(previous?.services ?? {}).filter(([, s]) => s?.pid && commands.get(s.pid) === s.command);
+  for (const [name, { pid }] of left) {
+    say(`vigil: stopping ${name} (pid ${pid}) left by a stack that did not stop cleanly`);
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {}
   }
+  stoppedLeftovers = left.length;
 }
 
 // ---- addresses ---------------------------------------------------------------------------------
@@ -191,10 +184,9 @@ if (!opts.relay) {
 /** Who holds a TCP port: "pid N (command)", or "" when it cannot be told. */
 async function holderOf(port) {
   try {
-    const hc = await import(join(ROOT, 'packages', 'health-check', 'dist', 'index.js'));
-    const pids = await hc.listenersOn(port);
+    const pids = await listenersOn(port);
     if (pids.length === 0) return '';
-    const procs = await hc.listProcesses();
+    const procs = await listProcesses();
     return pids
       .map((pid) => `pid ${pid} (${procs.find((p) => p.pid === pid)?.command.slice(0, 120) ?? '?'})`)
       .join(', ');
@@ -221,7 +213,12 @@ const LISTENERS = [
 for (const [flag, what, addr] of LISTENERS) {
   if (addr.port === 0)
     fail(`${flag}: the stack needs fixed ports (the health check and the guardian are configured with them)`);
-  const code = await bindable(addr);
+  let code = await bindable(addr);
+  // A process stopped just above holds its port until it has finished exiting.
+  for (const end = Date.now() + 5000; code === 'EADDRINUSE' && stoppedLeftovers > 0 && Date.now() < end; ) {
+    await new Promise((r) => setTimeout(r, 50));
+    code = await bindable(addr);
+  }
   if (code === 'EADDRINUSE') {
     const holder = await holderOf(addr.port);
     fail(
@@ -397,7 +394,9 @@ const history = new Map(Object.keys(SERVICES).map((n) => [n, { starts: 0, lastEx
 let stopping = false;
 
 function saveStack() {
-  const services = Object.fromEntries([...running].map(([n, r]) => [n, r.child.pid]));
+  const services = Object.fromEntries(
+    [...running].map(([n, r]) => [n, { pid: r.child.pid, command: [NODE, ...SERVICES[n].argv].join(' ') }]),
+  );
   writeFileSync(STACK_FILE, `${JSON.stringify({ pid: process.pid, home: HOME, services })}\n`, { mode: 0o600 });
 }
 
