@@ -8,6 +8,7 @@
  * a decision produces an observation (a probe, an integrity check, a service command), and it is
  * the last one; the others (lock file, alert, log position) produce none.
  */
+
 import {
   GUARDIAN_EVENT_LEVEL,
   GUARDIAN_EXTRA_EVENT_LEVEL,
@@ -16,6 +17,7 @@ import {
   type LogLevel,
   type ServiceAction,
 } from '@vigil/shared-types';
+import type { GuardianConfig } from './config.js';
 
 export type Target = 'primary' | 'fallback';
 export type ProbeKind = 'chat' | 'models' | 'canary';
@@ -90,21 +92,23 @@ export const INITIAL_STATE: MachineState = {
   lastIntegrityAt: null,
 };
 
-/** What the machine needs of the configuration. */
-export interface MachineConfig {
-  readonly busyWindowS: number;
-  readonly failuresBeforeRestart: number;
-  readonly maxRestarts: number;
-  readonly restartWindowS: number;
-  readonly modelListIntervalS: number;
-  readonly canaryIntervalS: number;
-  readonly integrityIntervalS: number;
-  readonly circuitBreakerCauses: number;
-  readonly circuitWindowS: number;
+/** What the machine needs of the configuration: its limits, and of the backends their labels. */
+export type MachineConfig = Pick<
+  GuardianConfig,
+  | 'busyWindowS'
+  | 'failuresBeforeRestart'
+  | 'maxRestarts'
+  | 'restartWindowS'
+  | 'modelListIntervalS'
+  | 'canaryIntervalS'
+  | 'integrityIntervalS'
+  | 'circuitBreakerCauses'
+  | 'circuitWindowS'
+> & {
   readonly agents: { readonly primary: string; readonly fallback: string | null };
   /** A binary to check is configured. */
   readonly integrity: boolean;
-}
+};
 
 export interface FatalFinding {
   readonly pattern: string;

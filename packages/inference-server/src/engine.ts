@@ -40,7 +40,8 @@ export interface CompletionMessage {
   readonly content: string;
 }
 
-export interface CompletionInput {
+/** What a completion is asked: the conversation and the sampling settings. */
+export interface CompletionSettings {
   readonly messages: readonly CompletionMessage[];
   /** null: as many as the context has room for. */
   readonly maxTokens: number | null;
@@ -50,6 +51,9 @@ export interface CompletionInput {
   readonly stop: readonly string[];
   readonly frequencyPenalty: number;
   readonly presencePenalty: number;
+}
+
+export interface CompletionInput extends CompletionSettings {
   readonly signal: AbortSignal;
   /** Each piece of generated text, as it comes (streaming). */
   readonly onText?: (text: string) => void;

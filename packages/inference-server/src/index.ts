@@ -20,6 +20,7 @@ export {
   type CompletionInput,
   type CompletionMessage,
   type CompletionOutput,
+  type CompletionSettings,
   ContextLengthError,
   Engine,
   type EngineOptions,

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletion, ChatUsage, FinishReason, ModelList, OpenAIError } from '@vigil/shared-types';
-import type { CompletionMessage } from './engine.js';
+import type { CompletionMessage, CompletionSettings } from './engine.js';
 
 /** An error answered with an HTTP status and an OpenAI-shaped body. */
 export class ApiError extends Error {
@@ -30,18 +30,10 @@ export const invalid = (message: string, param: string | null = null, code: stri
   new ApiError(400, message, 'invalid_request_error', param, code);
 
 /** A validated chat completion request. */
-export interface CompletionRequest {
+export interface CompletionRequest extends CompletionSettings {
   readonly model: string;
-  readonly messages: readonly CompletionMessage[];
-  readonly maxTokens: number | null;
-  readonly temperature: number;
-  readonly topP: number;
-  readonly seed: number | null;
-  readonly stop: readonly string[];
   readonly stream: boolean;
   readonly includeUsage: boolean;
-  readonly frequencyPenalty: number;
-  readonly presencePenalty: number;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -106,19 +106,19 @@ function closeServer(server: Server): Promise<void> {
 
 /** Reads a request body up to `limit` bytes; ApiError 413 beyond. */
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const tooLarge = () =>
+    new ApiError(
+      413,
+      `The request body is larger than ${limit} bytes.`,
+      'invalid_request_error',
+      null,
+      'body_too_large',
+    );
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) {
       req.resume();
-      reject(
-        new ApiError(
-          413,
-          `The request body is larger than ${limit} bytes.`,
-          'invalid_request_error',
-          null,
-          'body_too_large',
-        ),
-      );
+      reject(tooLarge());
       return;
     }
     const chunks: Buffer[] = [];
@@ -128,15 +128,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       if (size > limit) {
         req.removeAllListeners('data');
         req.resume();
-        reject(
-          new ApiError(
-            413,
-            `The request body is larger than ${limit} bytes.`,
-            'invalid_request_error',
-            null,
-            'body_too_large',
-          ),
-        );
+        reject(tooLarge());
         return;
       }
       chunks.push(c);

@@ -48,15 +48,22 @@ export interface DaemonConfig {
 
 /** How the signal-cli backend runs and supervises its child. */
 export interface SignalCliConfig {
+  /** The signal-cli program (a path, or a name looked up on PATH). */
   readonly program: string;
+  /** signal-cli's --config directory; its default when absent. */
   readonly configDir?: string | undefined;
+  /** More arguments, placed before the jsonRpc command (e.g. --trust-new-identities always). */
   readonly extraArgs: readonly string[];
   readonly callTimeoutMs: number;
+  /** A `version` ping every so often proves the child still answers. */
   readonly pingIntervalMs: number;
   readonly pingTimeoutMs: number;
+  /** The first answer after a start may take longer (the JVM starts, the store migrates). */
   readonly startTimeoutMs: number;
+  /** Restart backoff: doubles from the first value up to the second. */
   readonly restartInitialMs: number;
   readonly restartMaxMs: number;
+  /** On close, the child gets this long after SIGTERM before SIGKILL. */
   readonly stopTimeoutMs: number;
 }
 

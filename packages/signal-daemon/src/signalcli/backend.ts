@@ -9,31 +9,15 @@ import {
   RpcErrorCode,
 } from '@vigil/shared-types';
 import type { Backend, BackendState } from '../backend.js';
+import type { SignalCliConfig } from '../config.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
 import type { Logger } from '../logger.js';
 
-export interface SignalCliOptions {
+export interface SignalCliOptions extends SignalCliConfig {
   readonly account: string;
-  /** The signal-cli program (a path, or a name looked up on PATH). */
-  readonly program: string;
-  /** signal-cli's --config directory; its default when absent. */
-  readonly configDir?: string | undefined;
-  /** More arguments, placed before the jsonRpc command (e.g. --trust-new-identities always). */
-  readonly extraArgs: readonly string[];
-  readonly callTimeoutMs: number;
   /** finishLink waits for a phone to scan the code: it gets this long. */
   readonly linkTimeoutMs: number;
-  /** A `version` ping every so often proves the child still answers. */
-  readonly pingIntervalMs: number;
-  readonly pingTimeoutMs: number;
-  /** The first answer after a start may take longer (the JVM starts, the store migrates). */
-  readonly startTimeoutMs: number;
-  /** Restart backoff: doubles from the first value up to the second. */
-  readonly restartInitialMs: number;
-  readonly restartMaxMs: number;
-  /** On close, the child gets this long after SIGTERM before SIGKILL. */
-  readonly stopTimeoutMs: number;
   readonly maxLineBytes: number;
   readonly inbox: Inbox;
   readonly logger: Logger;
