@@ -11,6 +11,7 @@ export default {
   testMatch: ['**/test/**/*.test.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
+    '^@vigil/shared-types/node$': '<rootDir>/packages/shared-types/src/node/index.ts',
     '^@vigil/([a-z-]+)$': '<rootDir>/packages/$1/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

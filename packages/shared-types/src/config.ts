@@ -1,134 +1,144 @@
 /**
- * Validation of JSON configuration files (the guardian's, the health check's): a small schema,
- * defaults filled in, and every problem reported at once with its path ("daemon.http: expected
- * HOST:PORT, got 8080"), unknown keys included. Pure: the caller reads the file.
+ * Configuration files (the guardian's, the health check's, the stack's) are declared once, as a
+ * zod schema: their TypeScript type (`z.output<typeof S>`), their validation, their defaults and
+ * their error messages all come from it. `validateConfig` reports every problem at once with its
+ * path, in an operator's words ("daemon.http: expected "HOST:PORT", got 8080"), unknown keys
+ * included. Pure: the caller reads the file (see `readConfigFile` in `@vigil/shared-types/node`).
  */
-
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
 import { parseHostPort } from './net.js';
 import type { ServiceManagerConfig } from './service.js';
 
-interface Common {
-  readonly optional?: boolean;
-  readonly default?: unknown;
-  readonly doc?: string;
-}
+export { z };
 
-export type Schema = Common &
-  (
-    | { readonly type: 'string'; readonly enum?: readonly string[]; readonly nonEmpty?: boolean }
-    | { readonly type: 'number'; readonly min?: number; readonly max?: number; readonly integer?: boolean }
-    | { readonly type: 'boolean' }
-    /** `HOST:PORT` in the file; a HostPort after validation. */
-    | { readonly type: 'address' }
-    | { readonly type: 'array'; readonly items: Schema }
-    | { readonly type: 'object'; readonly fields: Readonly<Record<string, Schema>> }
-    /** A service manager: `{"kind":"launchd"|"systemd"|"command", …}`. */
-    | { readonly type: 'service' }
-  );
-
-export class ConfigValidationError extends Error {
-  constructor(readonly problems: readonly string[]) {
-    super(`invalid configuration: ${problems.join('; ')}`);
+/** Every problem of a configuration, each "path: what is wrong". */
+export class ConfigValidationError extends ConfigError {
+  constructor(
+    readonly problems: readonly string[],
+    readonly file?: string,
+  ) {
+    super(`${file ? `${file}: ` : ''}invalid configuration: ${problems.join('; ')}`, {
+      hint: file ? `fix ${file} and start again` : undefined,
+    });
     this.name = 'ConfigValidationError';
   }
 }
 
-const describe = (v: unknown): string =>
+/** How a value is named in a message: `"yes"`, `8080`, `null`, `an array`, `an object`. */
+export const describeValue = (v: unknown): string =>
   v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : JSON.stringify(v);
 
-const SERVICE: Schema = {
-  type: 'object',
-  fields: {
-    kind: { type: 'string', enum: ['launchd', 'systemd', 'command'] },
-    label: { type: 'string', optional: true, nonEmpty: true },
-    plist: { type: 'string', optional: true },
-    domain: { type: 'string', optional: true },
-    unit: { type: 'string', optional: true, nonEmpty: true },
-    user: { type: 'boolean', optional: true },
-    restart: { type: 'array', items: { type: 'string' }, optional: true },
-    stop: { type: 'array', items: { type: 'string' }, optional: true },
-    start: { type: 'array', items: { type: 'string' }, optional: true },
-  },
+const EXPECTED: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'an integer',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
 };
 
-function check(value: unknown, schema: Schema, path: string, problems: string[]): unknown {
-  const at = path || 'the configuration';
-  if (value === undefined) {
-    if (schema.default !== undefined) return check(structuredClone(schema.default), schema, path, problems);
-    if (schema.optional) return undefined;
-    problems.push(`${at}: missing`);
-    return undefined;
-  }
-  switch (schema.type) {
-    case 'string':
-      if (typeof value !== 'string') problems.push(`${at}: expected a string, got ${describe(value)}`);
-      else if (schema.nonEmpty && value === '') problems.push(`${at}: must not be empty`);
-      else if (schema.enum && !schema.enum.includes(value)) {
-        problems.push(`${at}: expected one of ${schema.enum.join(', ')}, got ${JSON.stringify(value)}`);
+/** The message of one issue, without its path (zod's own wording replaced by an operator's). */
+function message(issue: z.core.$ZodRawIssue): string | undefined {
+  const input = issue.input;
+  switch (issue.code) {
+    case 'invalid_type':
+      if (input === undefined) return 'missing';
+      if (issue.expected === 'int' || (issue.expected === 'number' && typeof input === 'number')) {
+        return Number.isFinite(input) ? `expected an integer, got ${describeValue(input)}` : 'expected a number';
       }
-      return value;
-    case 'number':
-      if (typeof value !== 'number' || !Number.isFinite(value)) {
-        problems.push(`${at}: expected a number, got ${describe(value)}`);
-      } else if (schema.integer && !Number.isInteger(value)) problems.push(`${at}: expected an integer, got ${value}`);
-      else if (schema.min !== undefined && value < schema.min) problems.push(`${at}: must be at least ${schema.min}`);
-      else if (schema.max !== undefined && value > schema.max) problems.push(`${at}: must be at most ${schema.max}`);
-      return value;
-    case 'boolean':
-      if (typeof value !== 'boolean') problems.push(`${at}: expected true or false, got ${describe(value)}`);
-      return value;
-    case 'address':
-      if (typeof value !== 'string') {
-        problems.push(`${at}: expected "HOST:PORT", got ${describe(value)}`);
-        return value;
-      }
-      try {
-        return parseHostPort(value);
-      } catch (err) {
-        problems.push(`${at}: ${(err as Error).message}`);
-        return value;
-      }
-    case 'array':
-      if (!Array.isArray(value)) {
-        problems.push(`${at}: expected an array, got ${describe(value)}`);
-        return value;
-      }
-      return value.map((v, i) => check(v, schema.items, `${path}[${i}]`, problems));
-    case 'object': {
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-        problems.push(`${at}: expected an object, got ${describe(value)}`);
-        return value;
-      }
-      const out: Record<string, unknown> = {};
-      for (const key of Object.keys(value)) {
-        if (!(key in schema.fields)) {
-          problems.push(
-            `${path ? `${path}.` : ''}${key}: unknown key (known: ${Object.keys(schema.fields).join(', ')})`,
-          );
-        }
-      }
-      for (const [key, sub] of Object.entries(schema.fields)) {
-        const v = check((value as Record<string, unknown>)[key], sub, path ? `${path}.${key}` : key, problems);
-        if (v !== undefined) out[key] = v;
-      }
-      return out;
-    }
-    case 'service': {
-      const s = check(value, SERVICE, path, problems) as Record<string, unknown> | null;
-      if (typeof s !== 'object' || s === null || Array.isArray(s)) return s;
-      if (s.kind === 'launchd' && !s.label) problems.push(`${at}.label: required for launchd`);
-      if (s.kind === 'systemd' && !s.unit) problems.push(`${at}.unit: required for systemd`);
-      if (s.kind === 'command' && !s.restart && !s.start)
-        problems.push(`${at}: a command manager needs restart or start`);
-      return s as unknown as ServiceManagerConfig;
-    }
+      return `expected ${EXPECTED[issue.expected] ?? issue.expected}, got ${describeValue(input)}`;
+    case 'too_small':
+      if (issue.origin === 'string' && Number(issue.minimum) === 1) return 'must not be empty';
+      if (issue.origin === 'array') return `needs at least ${issue.minimum} item(s)`;
+      return `must be at least ${issue.minimum}`;
+    case 'too_big':
+      if (issue.origin === 'array') return `takes at most ${issue.maximum} item(s)`;
+      return `must be at most ${issue.maximum}`;
+    case 'invalid_value':
+      return `expected one of ${issue.values.map((v) => String(v)).join(', ')}, got ${describeValue(input)}`;
+    case 'invalid_union':
+      return `not a valid value: ${describeValue(input)}`;
+    default:
+      return undefined;
   }
 }
 
-/** Validates and fills defaults; throws ConfigValidationError listing every problem. */
-export function validateConfig<T>(value: unknown, schema: Schema): T {
-  const problems: string[] = [];
-  const out = check(value, schema, '', problems);
-  if (problems.length > 0) throw new ConfigValidationError(problems);
-  return out as T;
+const pathText = (path: readonly PropertyKey[]): string =>
+  path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), '');
+
+/**
+ * An object that refuses unknown keys, naming the known ones: "extra: unknown key (known: a, b)".
+ * Every object of a configuration file is one of these.
+ */
+export function strictObject<S extends z.ZodRawShape>(shape: S) {
+  const known = Object.keys(shape).join(', ');
+  return z.strictObject(shape, {
+    error: (issue) => (issue.code === 'unrecognized_keys' ? `known: ${known}` : undefined),
+  });
+}
+
+/** `HOST:PORT` in the file, a HostPort after validation. */
+export const addressSchema = z
+  .string({
+    error: (issue) =>
+      issue.input === undefined ? 'missing' : `expected "HOST:PORT", got ${describeValue(issue.input)}`,
+  })
+  .transform((text, ctx) => {
+    try {
+      return parseHostPort(text);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
+  });
+
+const argvSchema = z.array(z.string());
+
+/** A service manager: `{"kind":"launchd"|"systemd"|"command", …}` (see `ServiceManagerConfig`). */
+export const serviceManagerSchema = strictObject({
+  kind: z.enum(['launchd', 'systemd', 'command']),
+  label: z.string().min(1).optional(),
+  plist: z.string().optional(),
+  domain: z.string().optional(),
+  unit: z.string().min(1).optional(),
+  user: z.boolean().optional(),
+  restart: argvSchema.optional(),
+  stop: argvSchema.optional(),
+  start: argvSchema.optional(),
+})
+  .superRefine((s, ctx) => {
+    if (s.kind === 'launchd' && !s.label)
+      ctx.addIssue({ code: 'custom', path: ['label'], message: 'required for launchd' });
+    if (s.kind === 'systemd' && !s.unit)
+      ctx.addIssue({ code: 'custom', path: ['unit'], message: 'required for systemd' });
+    if (s.kind === 'command' && !s.restart && !s.start) {
+      ctx.addIssue({ code: 'custom', message: 'a command manager needs restart or start' });
+    }
+  })
+  .transform((s) => s as ServiceManagerConfig);
+
+/** The problems of a failed parse, unknown keys first, each "path: message". */
+export function configProblems(error: z.ZodError): string[] {
+  const unknown: string[] = [];
+  const other: string[] = [];
+  for (const issue of error.issues) {
+    const at = pathText(issue.path);
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) unknown.push(`${at ? `${at}.` : ''}${key}: unknown key (${issue.message})`);
+    } else {
+      other.push(`${at || 'the configuration'}: ${issue.message}`);
+    }
+  }
+  return [...unknown, ...other];
+}
+
+/**
+ * Validates a configuration and fills its defaults; throws ConfigValidationError listing every
+ * problem (named after `file` when given).
+ */
+export function validateConfig<S extends z.ZodType>(value: unknown, schema: S, file?: string): z.output<S> {
+  const r = schema.safeParse(value, { reportInput: true, error: message });
+  if (r.success) return r.data;
+  throw new ConfigValidationError(configProblems(r.error), file);
 }

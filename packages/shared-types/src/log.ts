@@ -40,3 +40,47 @@ export function memoryLogger(records: Record<string, unknown>[] | null = []): Lo
     };
   return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
+
+const MONTHS: Readonly<Record<string, number>> = {
+  Jan: 0,
+  Feb: 1,
+  Mar: 2,
+  Apr: 3,
+  May: 4,
+  Jun: 5,
+  Jul: 6,
+  Aug: 7,
+  Sep: 8,
+  Oct: 9,
+  Nov: 10,
+  Dec: 11,
+};
+
+/** A number that may be Unix seconds or milliseconds, as seconds. */
+const asSeconds = (n: number): number => (n > 1e11 ? n / 1000 : n);
+
+/**
+ * The time a log line carries, in Unix seconds (with fraction), or null: a JSON record's numeric
+ * `ts`, `time` or `timestamp` (seconds or milliseconds, vigil's own logs and most JSON loggers),
+ * or a string one in ISO-8601; an ISO-8601 time anywhere in a text line; or the
+ * `[22/Nov/2025 10:15:01]` of Python's http.server (local time).
+ */
+export function lineTime(line: string): number | null {
+  const json = /"(?:ts|time|timestamp)"\s*:\s*(?:(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|"([^"]*)")/.exec(line);
+  if (json) {
+    if (json[1] !== undefined) return asSeconds(Number(json[1]));
+    const t = Date.parse(json[2]!);
+    if (Number.isFinite(t)) return t / 1000;
+  }
+  const iso = /\b(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)/.exec(line);
+  if (iso) {
+    const t = Date.parse(iso[1]!.replace(' ', 'T'));
+    if (Number.isFinite(t)) return t / 1000;
+  }
+  const py = /\[(\d{2})\/([A-Z][a-z]{2})\/(\d{4})[ :](\d{2}):(\d{2}):(\d{2})/.exec(line);
+  if (py && MONTHS[py[2]!] !== undefined) {
+    const d = new Date(Number(py[3]), MONTHS[py[2]!]!, Number(py[1]), Number(py[4]), Number(py[5]), Number(py[6]));
+    return d.getTime() / 1000;
+  }
+  return null;
+}

@@ -122,3 +122,32 @@ export function isWildcardHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '');
   return h === '0.0.0.0' || h === '::' || h === '0:0:0:0:0:0:0:0';
 }
+
+/** The host name of a Host header, without port or IPv6 brackets, lower case. */
+export function hostHeaderName(header: string): string {
+  const h = header.trim().toLowerCase();
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    return end < 0 ? h.slice(1) : h.slice(1, end);
+  }
+  return h.replace(/:\d*$/, '');
+}
+
+/**
+ * DNS-rebinding protection: a request's Host header is accepted when the listener is bound to a
+ * wildcard address, or when it names the bound address or a loopback name (any case, any port).
+ * A request without a Host header (HTTP/1.0) is accepted.
+ */
+export function hostAllowed(header: string | undefined, bindHost: string): boolean {
+  if (header === undefined || header === '' || isWildcardHost(bindHost)) return true;
+  const name = hostHeaderName(header);
+  return isLoopbackHost(name) || name === bindHost.toLowerCase().replace(/^\[|\]$/g, '');
+}
+
+/**
+ * A list given as one string (an environment variable mirroring a repeatable flag, or a
+ * configuration value): items separated by commas and/or white space, empty items dropped.
+ */
+export function splitList(text: string): string[] {
+  return text.split(/[\s,]+/).filter(Boolean);
+}

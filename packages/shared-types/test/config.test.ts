@@ -1,20 +1,25 @@
 import { describe, expect, it } from '@jest/globals';
-import { ConfigValidationError, type Schema, serviceArgv, validateConfig } from '../src/index.js';
+import {
+  addressSchema,
+  ConfigValidationError,
+  serviceArgv,
+  serviceManagerSchema,
+  strictObject,
+  validateConfig,
+  z,
+} from '../src/index.js';
 
-const schema: Schema = {
-  type: 'object',
-  fields: {
-    name: { type: 'string', nonEmpty: true },
-    mode: { type: 'string', enum: ['a', 'b'], default: 'a' },
-    interval: { type: 'number', min: 0, default: 60 },
-    count: { type: 'number', integer: true, min: 1, max: 10, optional: true },
-    on: { type: 'boolean', optional: true },
-    at: { type: 'address', default: '127.0.0.1:8080' },
-    argv: { type: 'array', items: { type: 'string' }, optional: true },
-    nested: { type: 'object', default: {}, fields: { deep: { type: 'number', default: 3 } } },
-    service: { type: 'service', optional: true },
-  },
-};
+const schema = strictObject({
+  name: z.string().min(1),
+  mode: z.enum(['a', 'b']).default('a'),
+  interval: z.number().min(0).default(60),
+  count: z.number().int().min(1).max(10).optional(),
+  on: z.boolean().optional(),
+  at: addressSchema.prefault('127.0.0.1:8080'),
+  argv: z.array(z.string()).optional(),
+  nested: strictObject({ deep: z.number().default(3) }).prefault({}),
+  service: serviceManagerSchema.optional(),
+});
 
 const problems = (value: unknown): readonly string[] => {
   try {
@@ -43,9 +48,9 @@ describe('validateConfig', () => {
   });
 
   it('does not share a default between results', () => {
-    const a = validateConfig<{ nested: { deep: number } }>({ name: 'x' }, schema);
+    const a = validateConfig({ name: 'x' }, schema);
     a.nested.deep = 99;
-    expect(validateConfig<{ nested: { deep: number } }>({ name: 'x' }, schema).nested.deep).toBe(3);
+    expect(validateConfig({ name: 'x' }, schema).nested.deep).toBe(3);
   });
 
   it('reports every problem at once, each with its path', () => {

@@ -1,0 +1,10 @@
+/**
+ * `@vigil/shared-types/node`: the few Node helpers every vigil service needs, on Node built-ins
+ * only, one implementation of each.
+ */
+export * from './cli.js';
+export * from './command.js';
+export * from './fs.js';
+export * from './listen.js';
+export * from './lock.js';
+export * from './proc.js';

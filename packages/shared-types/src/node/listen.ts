@@ -1,0 +1,40 @@
+/** Listening with a clear error, and closing a listener. */
+import type { AddressInfo, Server } from 'node:net';
+import { VigilError } from '../errors.js';
+import { formatHostPort, type HostPort } from '../net.js';
+
+/** A listen failure, in an operator's words: "cannot listen for HTTP on 127.0.0.1:8080: address already in use". */
+export class ListenError extends VigilError {
+  constructor(what: string, addr: HostPort, cause: NodeJS.ErrnoException) {
+    const reason =
+      cause.code === 'EADDRINUSE'
+        ? 'address already in use'
+        : cause.code === 'EADDRNOTAVAIL'
+          ? 'address not available on this host'
+          : cause.code === 'EACCES'
+            ? 'permission denied'
+            : (cause.message ?? String(cause));
+    super(cause.code ?? 'ELISTEN', `cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`, { cause });
+  }
+}
+
+/** Listens (exclusively) on `addr`; the bound address (the real port when 0 was asked for). */
+export function listen(server: Server, addr: HostPort, what: string): Promise<HostPort> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => reject(new ListenError(what, addr, err));
+    server.once('error', onError);
+    server.listen({ host: addr.host, port: addr.port, exclusive: true }, () => {
+      server.off('error', onError);
+      const a = server.address() as AddressInfo;
+      resolve({ host: a.address, port: a.port });
+    });
+  });
+}
+
+/** Stops accepting; resolves when the listener is closed (at once when it was not listening). */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    server.close(() => resolve());
+  });
+}
