@@ -7,4 +7,5 @@ export * from './command.js';
 export * from './fs.js';
 export * from './listen.js';
 export * from './lock.js';
+export * from './logger.js';
 export * from './proc.js';
