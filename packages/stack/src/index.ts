@@ -1,0 +1,2 @@
+/** @vigil/stack: the whole stack on one host. */
+export { VERSION } from './version.js';
