@@ -13,6 +13,18 @@ export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/**
+ * A JSON log line (without the newline) whose first key is `ts`, Unix seconds always written with
+ * a fraction (`1700000000.000`, never `1700000000`: spec 2.5), then `record`'s keys in order
+ * (a `ts` among them is ignored).
+ */
+export function jsonLogLine(tsSeconds: number, record: Record<string, unknown>): string {
+  const { ts: _ignored, ...rest } = record;
+  const body = JSON.stringify(rest);
+  const ts = Number.isFinite(tsSeconds) ? tsSeconds.toFixed(3) : '0.000';
+  return body === '{}' ? `{"ts":${ts}}` : `{"ts":${ts},${body.slice(1)}`;
+}
+
 /** One log line (without the newline). Fields never override ts, level, msg or service. */
 export function logLine(
   level: ServiceLogLevel,
@@ -21,9 +33,9 @@ export function logLine(
   fields: Record<string, unknown> = {},
   now: number = Date.now(),
 ): string {
-  const record: Record<string, unknown> = { ts: now / 1000, level, msg, service };
-  for (const [k, v] of Object.entries(fields)) if (!(k in record)) record[k] = v;
-  return JSON.stringify(record);
+  const record: Record<string, unknown> = { level, msg, service };
+  for (const [k, v] of Object.entries(fields)) if (!(k in record) && k !== 'ts') record[k] = v;
+  return jsonLogLine(now / 1000, record);
 }
 
 /** True when a message at `level` is written by a logger set to `threshold`. */

@@ -49,3 +49,17 @@ describe('manifests', () => {
     expect(manifestDigest(`${sha} *server\n`, '/opt/server')).toEqual({ sha256: sha });
   });
 });
+
+describe('log lines', () => {
+  it('always write ts as seconds with a fraction, first, and never let a field override it', async () => {
+    const { jsonLogLine, logLine } = await import('../src/index.js');
+    expect(logLine('info', 'm', 's', { ts: 5, level: 'x', a: 1 }, 1_700_000_000_000)).toBe(
+      '{"ts":1700000000.000,"level":"info","msg":"m","service":"s","a":1}',
+    );
+    expect(logLine('warn', 'm', 's', {}, 1_700_000_000_123)).toBe(
+      '{"ts":1700000000.123,"level":"warn","msg":"m","service":"s"}',
+    );
+    expect(jsonLogLine(12, {})).toBe('{"ts":12.000}');
+    expect(JSON.parse(jsonLogLine(1.5, { event: 'probe_ok', ts: 9 }))).toEqual({ ts: 1.5, event: 'probe_ok' });
+  });
+});
