@@ -4,11 +4,11 @@
  * certificates are built and signed (sha256) with node-forge. Keys are written 0600.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { ensureDir, PRIVATE_DIR, PRIVATE_FILE, writeFileAtomic } from '@vigil/shared-types/node';
 import forge from 'node-forge';
 import { ConfigError } from './errors.js';
-import { writeFileAtomic } from './files.js';
 
 export const CERT_FILES = {
   caCert: 'ca.pem',
@@ -80,7 +80,7 @@ function certificate(options: {
 /** Writes ca.pem, ca-key.pem, server.pem, server-key.pem, client.pem and client-key.pem into `out`. */
 export async function generateCerts(options: CertsOptions): Promise<CertsResult> {
   const days = options.days ?? 825;
-  mkdirSync(options.out, { recursive: true, mode: 0o700 });
+  ensureDir(options.out, PRIVATE_DIR);
   const files = Object.fromEntries(
     Object.entries(CERT_FILES).map(([k, f]) => [k, join(options.out, f)]),
   ) as CertsResult['files'];
@@ -134,11 +134,13 @@ export async function generateCerts(options: CertsOptions): Promise<CertsResult>
     ],
   });
   const pem = (c: forge.pki.Certificate) => forge.pki.certificateToPem(c);
-  await writeFileAtomic(files.caKey, caKey.pem, 0o600);
-  await writeFileAtomic(files.caCert, pem(ca), 0o644);
-  await writeFileAtomic(files.serverKey, serverKey.pem, 0o600);
-  await writeFileAtomic(files.serverCert, pem(server), 0o644);
-  await writeFileAtomic(files.clientKey, clientKey.pem, 0o600);
-  await writeFileAtomic(files.clientCert, pem(client), 0o644);
+  const key = { mode: PRIVATE_FILE };
+  const cert = { mode: 0o644 };
+  writeFileAtomic(files.caKey, caKey.pem, key);
+  writeFileAtomic(files.caCert, pem(ca), cert);
+  writeFileAtomic(files.serverKey, serverKey.pem, key);
+  writeFileAtomic(files.serverCert, pem(server), cert);
+  writeFileAtomic(files.clientKey, clientKey.pem, key);
+  writeFileAtomic(files.clientCert, pem(client), cert);
   return { dir: options.out, files };
 }

@@ -1,11 +1,11 @@
-import { existsSync, mkdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { ExitCode, envVarFor, type HostPort, parseListen } from '@vigil/shared-types';
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { describeError, ExitCode, envVarFor, type HostPort, parseListen, splitList } from '@vigil/shared-types';
+import { ensureDir, PRIVATE_DIR, PRIVATE_FILE, runCli, stopOnSignals, writeFileAtomic } from '@vigil/shared-types/node';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { generateCerts } from './certs.js';
 import { DEFAULTS, defaultThreads, GPU_CHOICES, type GpuChoice, physicalCores } from './config.js';
-import { ConfigError, exitCodeFor } from './errors.js';
-import { writeFileAtomic } from './files.js';
+import { ConfigError } from './errors.js';
 import {
   makeModel,
   PRESET_NAMES,
@@ -14,7 +14,7 @@ import {
   parameterCount,
   WEIGHT_TYPES,
   type WeightType,
-} from './gguf.js';
+} from './gguf/index.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './logger.js';
 import { createManifest, generateSigningKey, writeManifest } from './manifest.js';
 import { type ServerHandle, start } from './server.js';
@@ -46,7 +46,7 @@ const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
 const list = (cmd: Command, name: string): string[] => {
   const v: unknown = cmd.getOptionValue(name);
   const values = typeof v === 'string' ? [v] : Array.isArray(v) ? (v as string[]) : [];
-  return cmd.getOptionValueSource(name) === 'env' ? values.flatMap((x) => x.split(/[\s,]+/)).filter(Boolean) : values;
+  return cmd.getOptionValueSource(name) === 'env' ? values.flatMap(splitList) : values;
 };
 
 /** `serve`'s flags are the service's: INFERENCE_SERVER_<FLAG>. The tools' are INFERENCE_SERVER_<COMMAND>_<FLAG>. */
@@ -55,13 +55,11 @@ const opt = (flags: string, description: string, command?: string) => {
   return o.env(envVarFor(BIN, command ? `${command}-${o.long ?? flags}` : (o.long ?? flags)));
 };
 
-/** One clear line on stderr and in the log, then the exit code. */
-async function fail(err: unknown, logger: Logger | null): Promise<never> {
-  const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`${BIN}: ${message}\n`);
-  logger?.error(message, { code: (err as { code?: unknown })?.code ?? null });
-  await logger?.close?.();
-  process.exit(exitCodeFor(err));
+/** A start-up failure of `serve`: in the log too (the CLI prints it on stderr), then it ends the command. */
+async function failServe(err: unknown, logger: Logger): Promise<never> {
+  logger.error(describeError(err), { code: (err as { code?: unknown })?.code ?? null });
+  await logger.close?.();
+  throw err;
 }
 
 const program = new Command(BIN)
@@ -149,32 +147,26 @@ program
   .action(async (o, cmd: Command) => {
     const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
     const graceMs = Math.round((o.shutdownGrace as number) * 1000);
-    let server: ServerHandle | null = null;
-    let signals = 0;
-    const shutdown = (s: ServerHandle) =>
-      s.close().then(
-        async () => {
-          await logger.close?.();
-          process.exit(ExitCode.OK);
+    let stopping = false;
+    let started!: { resolve(s: ServerHandle): void; reject(err: unknown): void };
+    const server$ = new Promise<ServerHandle>((resolve, reject) => {
+      started = { resolve, reject };
+    });
+    server$.catch(() => {});
+    // Handlers first: a signal that comes during start-up is not lost; the server is closed as
+    // soon as there is one. SIGTERM/SIGINT: graceful close, exit 0; a second signal: exit 1 now.
+    stopOnSignals(
+      {
+        close: async () => {
+          stopping = true;
+          // Whatever happens below, the process is gone within the grace + 2 s.
+          setTimeout(() => process.exit(ExitCode.FAILURE), graceMs + 1_800).unref();
+          await (await server$).close();
         },
-        async (err) => {
-          logger.error('shutdown failed', { error: String(err) });
-          await logger.close?.();
-          process.exit(ExitCode.FAILURE);
-        },
-      );
-    const stop = (signal: string) => {
-      signals += 1;
-      if (signals > 1) process.exit(ExitCode.FAILURE); // a second signal: now
-      // Whatever happens below, the process is gone within the grace + 2 s.
-      setTimeout(() => process.exit(ExitCode.FAILURE), graceMs + 1_800).unref();
-      logger.info('signal', { signal });
-      if (server) void shutdown(server);
-      // else: start-up is under way; it shuts down as soon as it has a server to close.
-    };
-    // Handlers first: a signal that comes during start-up is not lost.
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+      },
+      logger,
+    );
+    let server: ServerHandle;
     try {
       server = await start({
         model: o.model,
@@ -201,18 +193,18 @@ program
         logger,
       });
     } catch (err) {
-      return fail(err, logger);
+      started.reject(err);
+      if (stopping) return; // the signal's shutdown reports it
+      return failServe(err, logger);
     }
-    if (signals > 0) {
-      void shutdown(server);
-      return;
-    }
+    started.resolve(server);
+    if (stopping) return;
     try {
       await server.ready;
     } catch (err) {
-      if (signals > 0) return; // stopped while loading: the shutdown path exits
+      if (stopping) return; // stopped while loading: the shutdown path exits
       await Promise.race([server.close(0), new Promise((r) => setTimeout(r, 2000).unref())]);
-      return fail(err, logger);
+      return failServe(err, logger);
     }
   });
 
@@ -233,10 +225,9 @@ program
   .addOption(opt('--type <type>', 'weight type', 'make-model').choices(WEIGHT_TYPES).default('f16'))
   .addOption(opt('--force', 'replace the file if it exists', 'make-model'))
   .action(async (o) => {
-    if (existsSync(o.out) && !o.force) return fail(new ConfigError(`${o.out} exists: use --force to replace it`), null);
+    if (existsSync(o.out) && !o.force) throw new ConfigError(`${o.out} exists: use --force to replace it`);
     const progress = progressReporter(`${o.preset} ${o.type}`);
     try {
-      mkdirSync(dirname(resolve(o.out)), { recursive: true });
       const r = await makeModel({
         out: o.out,
         preset: o.preset as PresetName,
@@ -244,11 +235,9 @@ program
         type: o.type as WeightType,
         onProgress: progress.update,
       });
-      progress.done();
       process.stdout.write(`${JSON.stringify(r)}\n`);
-    } catch (err) {
+    } finally {
       progress.done();
-      return fail(err, null);
     }
   });
 
@@ -263,18 +252,14 @@ program
   .addOption(opt('--client-name <cn>', "the client certificate's common name", 'certs').default('vigil-client'))
   .addOption(opt('--force', 'replace existing files', 'certs'))
   .action(async (o, cmd: Command) => {
-    try {
-      const r = await generateCerts({
-        out: o.out,
-        days: o.days,
-        hosts: list(cmd, 'host'),
-        clientName: o.clientName,
-        force: o.force === true,
-      });
-      process.stdout.write(`${JSON.stringify(r.files)}\n`);
-    } catch (err) {
-      return fail(err, null);
-    }
+    const r = await generateCerts({
+      out: o.out,
+      days: o.days,
+      hosts: list(cmd, 'host'),
+      clientName: o.clientName,
+      force: o.force === true,
+    });
+    process.stdout.write(`${JSON.stringify(r.files)}\n`);
   });
 
 program
@@ -287,14 +272,14 @@ program
   .addOption(opt('--sign <keyfile>', 'sign with this ed25519 private key (PEM; see keygen)', 'manifest'))
   .action(async (o, cmd: Command) => {
     const models = list(cmd, 'model');
-    for (const m of models) if (!existsSync(m)) return fail(new ConfigError(`model file not found: ${m}`), null);
-    if (o.sign && !existsSync(o.sign)) return fail(new ConfigError(`key file not found: ${o.sign}`), null);
+    for (const m of models) if (!existsSync(m)) throw new ConfigError(`model file not found: ${m}`);
+    if (o.sign && !existsSync(o.sign)) throw new ConfigError(`key file not found: ${o.sign}`);
     try {
       const manifest = await createManifest(models, o.sign);
       await writeManifest(o.out, manifest);
       process.stdout.write(`${JSON.stringify({ out: o.out, files: manifest.files, signed: !!manifest.signature })}\n`);
     } catch (err) {
-      return fail(new ConfigError((err as Error).message), null);
+      throw new ConfigError((err as Error).message);
     }
   });
 
@@ -307,17 +292,13 @@ program
     const priv = join(o.out, 'manifest-key.pem');
     const pub = join(o.out, 'manifest-key.pub.pem');
     if (!o.force && (existsSync(priv) || existsSync(pub))) {
-      return fail(new ConfigError(`${priv} exists: use --force to replace it`), null);
+      throw new ConfigError(`${priv} exists: use --force to replace it`);
     }
-    try {
-      mkdirSync(o.out, { recursive: true, mode: 0o700 });
-      const k = generateSigningKey();
-      await writeFileAtomic(priv, k.privateKey, 0o600);
-      await writeFileAtomic(pub, k.publicKey, 0o644);
-      process.stdout.write(`${JSON.stringify({ privateKey: priv, publicKey: pub })}\n`);
-    } catch (err) {
-      return fail(err, null);
-    }
+    ensureDir(o.out, PRIVATE_DIR);
+    const k = generateSigningKey();
+    writeFileAtomic(priv, k.privateKey, { mode: PRIVATE_FILE });
+    writeFileAtomic(pub, k.publicKey, { mode: 0o644 });
+    process.stdout.write(`${JSON.stringify({ privateKey: priv, publicKey: pub })}\n`);
   });
 
 function fmtParams(n: number): string {
@@ -355,20 +336,12 @@ function progressReporter(label: string): { update: (written: number, total: num
   };
 }
 
-try {
+await runCli(BIN, async () => {
   if (process.argv.length <= 2) {
     // Nothing asked: say how to use it, as a usage error.
     process.stderr.write(program.helpInformation());
     process.exitCode = ExitCode.CONFIG;
-  } else {
-    await program.parseAsync(process.argv);
+    return;
   }
-} catch (err) {
-  if (err instanceof CommanderError) {
-    // --help and --version end here with exit code 0; usage errors were already printed.
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else {
-    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = exitCodeFor(err) === ExitCode.FAILURE ? ExitCode.FAILURE : ExitCode.CONFIG;
-  }
-}
+  await program.parseAsync(process.argv);
+});

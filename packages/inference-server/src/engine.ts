@@ -17,6 +17,7 @@ import type {
   LlamaModel,
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
+import { ContextLengthError, ModelLoadError } from './errors.js';
 import type { Logger } from './logger.js';
 
 export interface EngineOptions {
@@ -66,28 +67,6 @@ export interface CompletionOutput {
   readonly finishReason: 'stop' | 'length';
   readonly promptTokens: number;
   readonly completionTokens: number;
-}
-
-/** The prompt does not fit the context (HTTP 400 context_length_exceeded). */
-export class ContextLengthError extends Error {
-  readonly code = 'context_length_exceeded';
-  constructor(
-    readonly promptTokens: number,
-    readonly contextSize: number,
-  ) {
-    super(
-      `This model's context is ${contextSize} tokens per request, but the messages take ${promptTokens} tokens. Shorten the messages.`,
-    );
-    this.name = 'ContextLengthError';
-  }
-}
-
-export class ModelLoadError extends Error {
-  readonly code = 'ELOAD';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ModelLoadError';
-  }
 }
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');

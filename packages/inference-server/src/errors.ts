@@ -1,51 +1,98 @@
-import { ExitCode, formatHostPort, type HostPort } from '@vigil/shared-types';
+/**
+ * Every error this package throws, each a VigilError: a stable `code`, a message, an optional
+ * hint and the exit code it maps to when it ends the process (78 configuration, else 1).
+ */
+import type { OpenAIError } from '@vigil/shared-types';
+import { VigilError } from '@vigil/shared-types';
 
-/** A configuration error: the CLI prints its message in one line and exits 78. */
-export class ConfigError extends Error {
-  readonly code = 'ECONFIG';
-  readonly exitCode = ExitCode.CONFIG;
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError, exitCodeFor, VigilError } from '@vigil/shared-types';
+export { ListenError } from '@vigil/shared-types/node';
 
 /**
  * A start-up failure that is not a configuration error (manifest mismatch, bad signature, model
  * load failure): one line, exit 1.
  */
-export class StartupError extends Error {
-  readonly exitCode = ExitCode.FAILURE;
+export class StartupError extends VigilError {}
+
+/** Why a manifest check failed: `mismatch` → "manifest verification failed", `signature` → "signature invalid". */
+export class ManifestError extends VigilError {
   constructor(
-    readonly code: string,
+    readonly kind: 'mismatch' | 'signature',
     message: string,
   ) {
-    super(message);
-    this.name = 'StartupError';
+    super(kind === 'mismatch' ? 'EMANIFEST' : 'ESIGNATURE', message);
   }
 }
 
-/** A listen failure, with the operator's words: "address already in use: 127.0.0.1:1337". */
-export class ListenError extends Error {
-  readonly code: string;
-  readonly exitCode = ExitCode.FAILURE;
-  constructor(what: string, addr: HostPort, cause: NodeJS.ErrnoException) {
-    const reason =
-      cause.code === 'EADDRINUSE'
-        ? 'address already in use'
-        : cause.code === 'EADDRNOTAVAIL'
-          ? 'address not available on this host'
-          : cause.code === 'EACCES'
-            ? 'permission denied'
-            : (cause.message ?? String(cause));
-    super(`cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`);
-    this.name = 'ListenError';
-    this.code = cause.code ?? 'ELISTEN';
+/** A model file that is not a usable GGUF file (checked before llama.cpp sees it). */
+export class GgufError extends VigilError {
+  constructor(message: string) {
+    super('EGGUF', message);
   }
 }
 
-/** The exit code for an error that ended start-up. */
-export function exitCodeFor(err: unknown): number {
-  const code = (err as { exitCode?: unknown } | null)?.exitCode;
-  return typeof code === 'number' ? code : ExitCode.FAILURE;
+/** node-llama-cpp could not load the model or start. */
+export class ModelLoadError extends VigilError {
+  constructor(message: string) {
+    super('ELOAD', message);
+  }
+}
+
+/**
+ * An error answered with an HTTP status and an OpenAI-shaped body. `code` is OpenAI's `code` when
+ * it has one, else its `type`; `openaiCode` is what the body says (null for many errors, as OpenAI).
+ */
+export class ApiError extends VigilError {
+  readonly openaiCode: string | null;
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: string = 'invalid_request_error',
+    readonly param: string | null = null,
+    code: string | null = null,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(code ?? type, message);
+    this.openaiCode = code;
+  }
+
+  toJSON(): OpenAIError {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.openaiCode } };
+  }
+}
+
+/** Every sequence is busy and the queue is full (HTTP 429 with Retry-After). */
+export class QueueFullError extends VigilError {
+  constructor(
+    readonly waiting: number,
+    readonly retryAfterS: number,
+  ) {
+    super(
+      'rate_limit_exceeded',
+      `The server is busy: all sequences are generating and ${waiting} requests are waiting. Retry later.`,
+    );
+  }
+}
+
+/** The prompt does not fit the context (HTTP 400 context_length_exceeded). */
+export class ContextLengthError extends VigilError {
+  constructor(
+    readonly promptTokens: number,
+    readonly contextSize: number,
+  ) {
+    super(
+      'context_length_exceeded',
+      `This model's context is ${contextSize} tokens per request, but the messages take ${promptTokens} tokens. Shorten the messages.`,
+    );
+  }
+}
+
+/** Why a completion ended early: each becomes a clear error, never an empty reply. */
+export class EndReason extends VigilError {
+  constructor(
+    readonly kind: 'timeout' | 'shutdown' | 'client',
+    message: string,
+  ) {
+    super(kind === 'timeout' ? 'request_timeout' : kind === 'shutdown' ? 'shutting_down' : 'client_closed', message);
+  }
 }

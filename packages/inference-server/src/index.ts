@@ -21,16 +21,25 @@ export {
   type CompletionMessage,
   type CompletionOutput,
   type CompletionSettings,
-  ContextLengthError,
   Engine,
   type EngineOptions,
-  ModelLoadError,
 } from './engine.js';
-export { ConfigError, exitCodeFor, ListenError, StartupError } from './errors.js';
+export {
+  ApiError,
+  ConfigError,
+  ContextLengthError,
+  EndReason,
+  exitCodeFor,
+  GgufError,
+  ListenError,
+  ManifestError,
+  ModelLoadError,
+  QueueFullError,
+  StartupError,
+} from './errors.js';
 export {
   buildVocabulary,
   checkModelSummary,
-  GgufError,
   type GgufSummary,
   type MakeModelOptions,
   type MakeModelResult,
@@ -43,26 +52,23 @@ export {
   readGgufSummary,
   WEIGHT_TYPES,
   type WeightType,
-} from './gguf.js';
+} from './gguf/index.js';
 export { createLogger, type Logger, type LogLevel, memoryLogger } from './logger.js';
 export {
-  canonicalFiles,
   createManifest,
   digestFile,
   generateSigningKey,
   type Manifest,
   type ManifestEntry,
-  ManifestError,
   verifyManifest,
   writeManifest,
 } from './manifest.js';
 export {
-  ApiError,
   type ChatCompletionChunk,
   type CompletionRequest,
   modelList,
   parseCompletionRequest,
 } from './openai.js';
-export { QueueFullError, Scheduler } from './scheduler.js';
+export { Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
 export { VERSION } from './version.js';

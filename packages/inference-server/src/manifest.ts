@@ -1,40 +1,25 @@
 /**
- * Model integrity: a manifest of sha256 digests, optionally signed with ed25519.
- *
- * `{"files":[{"path":"model.gguf","sha256":"…","size":123}],"signature":"base64…"}`. The signature
- * covers the canonical JSON of `files`: each entry's keys in the order path, sha256, size, no
- * spaces. Paths are base names, resolved next to the model being verified.
+ * Model integrity: a manifest of sha256 digests, optionally signed with ed25519. The format (and
+ * the canonical bytes a signature covers) is the shared one (`@vigil/shared-types` manifest);
+ * this module makes digests, signs and verifies. Paths are base names, resolved next to the
+ * model being verified.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { writeFileAtomic } from './files.js';
+import {
+  canonicalManifestFiles,
+  type Manifest,
+  type ManifestEntry,
+  ManifestFormatError,
+  manifestEntry,
+  parseManifest,
+} from '@vigil/shared-types';
+import { writeFileAtomic } from '@vigil/shared-types/node';
+import { ManifestError } from './errors.js';
 
-export interface ManifestEntry {
-  readonly path: string;
-  readonly sha256: string;
-  readonly size: number;
-}
-
-export interface Manifest {
-  readonly files: readonly ManifestEntry[];
-  readonly signature?: string;
-}
-
-/** Why a manifest check failed: `mismatch` → "manifest verification failed", `signature` → "signature invalid". */
-export class ManifestError extends Error {
-  constructor(
-    readonly kind: 'mismatch' | 'signature',
-    message: string,
-  ) {
-    super(message);
-    this.name = 'ManifestError';
-  }
-  get code(): string {
-    return this.kind === 'mismatch' ? 'EMANIFEST' : 'ESIGNATURE';
-  }
-}
+export type { Manifest, ManifestEntry } from '@vigil/shared-types';
 
 /** sha256 (hex) and size of a file, streamed. */
 export async function digestFile(path: string): Promise<{ sha256: string; size: number }> {
@@ -48,9 +33,7 @@ export async function digestFile(path: string): Promise<{ sha256: string; size: 
 }
 
 /** The bytes a signature covers. */
-export function canonicalFiles(files: readonly ManifestEntry[]): Buffer {
-  return Buffer.from(JSON.stringify(files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size }))), 'utf8');
-}
+const signedBytes = (files: readonly ManifestEntry[]): Buffer => Buffer.from(canonicalManifestFiles(files), 'utf8');
 
 export async function createManifest(models: readonly string[], signKeyFile?: string): Promise<Manifest> {
   const files: ManifestEntry[] = [];
@@ -63,11 +46,12 @@ export async function createManifest(models: readonly string[], signKeyFile?: st
   if (key.asymmetricKeyType !== 'ed25519') {
     throw new Error(`${signKeyFile} is a ${key.asymmetricKeyType} key: an ed25519 private key is needed`);
   }
-  return { files, signature: sign(null, canonicalFiles(files), key).toString('base64') };
+  return { files, signature: sign(null, signedBytes(files), key).toString('base64') };
 }
 
+/** Writes a manifest atomically, 0644 (it holds digests, not secrets). */
 export async function writeManifest(out: string, manifest: Manifest): Promise<void> {
-  await writeFileAtomic(out, `${JSON.stringify(manifest, null, 2)}\n`, 0o644);
+  writeFileAtomic(out, `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o644, dirMode: 0o755 });
 }
 
 /** A new ed25519 key pair, PEM: the private key (PKCS#8) and the public key (SPKI). */
@@ -79,26 +63,15 @@ export function generateSigningKey(): { privateKey: string; publicKey: string } 
   };
 }
 
-function parseManifest(text: string, file: string): Manifest {
-  let m: unknown;
+function readManifest(text: string, file: string): Manifest {
   try {
-    m = JSON.parse(text);
-  } catch {
-    throw new ManifestError('mismatch', `${file} is not JSON`);
-  }
-  const files = (m as { files?: unknown }).files;
-  if (!Array.isArray(files)) throw new ManifestError('mismatch', `${file} has no "files" list`);
-  for (const f of files) {
-    const e = f as Partial<ManifestEntry>;
-    if (typeof e?.path !== 'string' || typeof e.sha256 !== 'string' || typeof e.size !== 'number') {
-      throw new ManifestError('mismatch', `${file}: every entry needs path, sha256 and size`);
+    return parseManifest(text, file);
+  } catch (err) {
+    if (err instanceof ManifestFormatError) {
+      throw new ManifestError(err.kind === 'signature' ? 'signature' : 'mismatch', err.message);
     }
+    throw err;
   }
-  const signature = (m as { signature?: unknown }).signature;
-  if (signature !== undefined && typeof signature !== 'string') {
-    throw new ManifestError('signature', `${file}: "signature" is not a string`);
-  }
-  return signature === undefined ? { files } : { files, signature };
 }
 
 /**
@@ -110,7 +83,7 @@ export async function verifyManifest(
   model: string,
   publicKeyFile?: string | null,
 ): Promise<{ entry: ManifestEntry; signed: boolean; signatureChecked: boolean }> {
-  const manifest = parseManifest(await readFile(manifestFile, 'utf8'), manifestFile);
+  const manifest = readManifest(await readFile(manifestFile, 'utf8'), manifestFile);
   let signatureChecked = false;
   if (publicKeyFile) {
     if (!manifest.signature) throw new ManifestError('signature', `${manifestFile} is not signed`);
@@ -123,12 +96,12 @@ export async function verifyManifest(
     if (key.asymmetricKeyType !== 'ed25519') {
       throw new ManifestError('signature', `${publicKeyFile} is not an ed25519 public key`);
     }
-    const ok = verify(null, canonicalFiles(manifest.files), key, Buffer.from(manifest.signature, 'base64'));
+    const ok = verify(null, signedBytes(manifest.files), key, Buffer.from(manifest.signature, 'base64'));
     if (!ok) throw new ManifestError('signature', `${manifestFile} does not match its signature`);
     signatureChecked = true;
   }
   const name = basename(model);
-  const entry = manifest.files.find((f) => f.path === name || basename(f.path) === name);
+  const entry = manifestEntry(manifest, name);
   if (!entry) throw new ManifestError('mismatch', `${name} is not listed in ${manifestFile}`);
   const size = (await stat(model)).size;
   if (size !== entry.size) {

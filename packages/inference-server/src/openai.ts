@@ -4,27 +4,9 @@
  * Pure: no I/O.
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatCompletion, ChatUsage, FinishReason, ModelList, OpenAIError } from '@vigil/shared-types';
+import type { ChatCompletion, ChatUsage, FinishReason, ModelList } from '@vigil/shared-types';
 import type { CompletionMessage, CompletionSettings } from './engine.js';
-
-/** An error answered with an HTTP status and an OpenAI-shaped body. */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly type: string = 'invalid_request_error',
-    readonly param: string | null = null,
-    readonly code: string | null = null,
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-
-  toJSON(): OpenAIError {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
-  }
-}
+import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
 
 export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
   new ApiError(400, message, 'invalid_request_error', param, code);
@@ -221,3 +203,74 @@ export const modelNotFound = (model: string): ApiError =>
     'model',
     'model_not_found',
   );
+
+// Errors in OpenAI's shape, as the routes and the completion flow answer them.
+
+export const shuttingDown = (): ApiError =>
+  new ApiError(503, 'The server is shutting down.', 'server_error', null, 'shutting_down', { 'retry-after': '5' });
+
+export const modelLoading = (): ApiError =>
+  new ApiError(503, 'The model is still loading. Retry shortly.', 'server_error', null, 'model_loading', {
+    'retry-after': '2',
+  });
+
+export const invalidJson = (): ApiError =>
+  invalid(
+    'We could not parse the JSON body of your request. The body must be a JSON object (Content-Type: application/json).',
+    null,
+    'invalid_json',
+  );
+
+export const bodyTooLarge = (limit: number): ApiError =>
+  new ApiError(413, `The request body is larger than ${limit} bytes.`, 'invalid_request_error', null, 'body_too_large');
+
+export const clientClosed = (message = 'The client closed the connection.'): ApiError =>
+  new ApiError(499, message, 'client_closed', null, 'client_closed');
+
+export const misdirected = (host: string): ApiError =>
+  new ApiError(
+    421,
+    `Misdirected request: Host ${host} is not served here.`,
+    'invalid_request_error',
+    null,
+    'misdirected',
+  );
+
+/** 405; `use` is added to the message when the path takes one method (": use POST."). */
+export const methodNotAllowed = (method: string | undefined, path: string, allow: string, use = false): ApiError =>
+  new ApiError(
+    405,
+    `Method ${method} is not allowed on ${path}${use ? `: use ${allow}` : ''}.`,
+    'invalid_request_error',
+    null,
+    'method_not_allowed',
+    { allow },
+  );
+
+export const unknownUrl = (method: string | undefined, path: string): ApiError =>
+  new ApiError(404, `Unknown request URL: ${method} ${path}.`, 'invalid_request_error', null, 'unknown_url');
+
+/** The OpenAI-shaped error for anything a completion can end with. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof QueueFullError) {
+    return new ApiError(429, err.message, 'rate_limit_exceeded', null, 'rate_limit_exceeded', {
+      'retry-after': String(err.retryAfterS),
+    });
+  }
+  if (err instanceof ContextLengthError) return invalid(err.message, 'messages', 'context_length_exceeded');
+  if (err instanceof EndReason) {
+    if (err.kind === 'timeout') return new ApiError(504, err.message, 'timeout', null, 'request_timeout');
+    if (err.kind === 'shutdown') {
+      return new ApiError(503, err.message, 'server_error', null, 'shutting_down', { 'retry-after': '5' });
+    }
+    return clientClosed(err.message);
+  }
+  return new ApiError(
+    500,
+    `The model failed: ${(err as Error)?.message ?? String(err)}`,
+    'server_error',
+    null,
+    'internal_error',
+  );
+}

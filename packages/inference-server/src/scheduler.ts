@@ -4,17 +4,7 @@
  * completion was aborted but whose generation has not let go of it after `stuckAfterMs` counts
  * as stuck: when every slot is stuck no completion can be served, and /health says so.
  */
-
-export class QueueFullError extends Error {
-  readonly code = 'rate_limit_exceeded';
-  constructor(
-    readonly waiting: number,
-    readonly retryAfterS: number,
-  ) {
-    super(`The server is busy: all sequences are generating and ${waiting} requests are waiting. Retry later.`);
-    this.name = 'QueueFullError';
-  }
-}
+import { QueueFullError } from './errors.js';
 
 interface Waiter {
   resolve(slot: number): void;

@@ -200,6 +200,9 @@ describe('the server (parallel 2)', () => {
     expect(wrongMethod.headers.allow).toBe('POST');
     const rebinding = await request(s.http!, { path: '/v1/models', headers: { host: 'evil.example:1337' } });
     expect(rebinding.status).toBe(421);
+    expect(rebinding.json().error).toMatchObject({ code: 'misdirected' });
+    const loopbackName = await request(s.http!, { path: '/v1/models', headers: { host: 'LocalHost:1337' } });
+    expect(loopbackName.status).toBe(200);
   });
 
   it('answers /v1/models while the model is busy generating', async () => {

@@ -31,7 +31,7 @@ function badParam(body: unknown): { status: number; param: string | null; messag
     const e = err as ApiError;
     expect(e).toBeInstanceOf(ApiError);
     expect(e.toJSON()).toEqual({
-      error: { message: e.message, type: 'invalid_request_error', param: e.param, code: e.code },
+      error: { message: e.message, type: 'invalid_request_error', param: e.param, code: e.openaiCode },
     });
     return { status: e.status, param: e.param, message: e.message };
   }

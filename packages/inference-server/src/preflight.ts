@@ -1,0 +1,134 @@
+/**
+ * What start-up checks and opens before anything is served: the manifest (nothing is served from
+ * a model that fails it), the model file's GGUF header, the TLS files, the access log, then the
+ * listeners. Every failure is one clear error: ConfigError (exit 78), StartupError or ListenError
+ * (exit 1).
+ */
+import { openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { HostPort } from '@vigil/shared-types';
+import { closeServer, listen } from '@vigil/shared-types/node';
+import { AccessLog } from './access-log.js';
+import type { ServerConfig } from './config.js';
+import { ConfigError, GgufError, ManifestError, StartupError } from './errors.js';
+import { checkModelSummary, readGgufSummary } from './gguf/index.js';
+import type { Logger } from './logger.js';
+import { verifyManifest } from './manifest.js';
+
+export interface TlsFiles {
+  readonly cert: Buffer;
+  readonly key: Buffer;
+  readonly ca: Buffer;
+}
+
+/** Checks the model against its manifest (when configured), logging what was verified. */
+export async function checkManifest(config: ServerConfig, logger: Logger): Promise<void> {
+  if (!config.manifest) return;
+  try {
+    const r = await verifyManifest(config.manifest, config.model, config.manifestKey);
+    logger.info('manifest verified', {
+      manifest: config.manifest,
+      sha256: r.entry.sha256,
+      signature: r.signatureChecked ? 'valid' : r.signed ? 'not checked (no --manifest-key)' : 'none',
+    });
+  } catch (err) {
+    if (err instanceof ManifestError && err.kind === 'signature') {
+      throw new StartupError('ESIGNATURE', `signature invalid: ${err.message}`);
+    }
+    throw new StartupError('EMANIFEST', `manifest verification failed: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The file's header, metadata and tensor table, checked in JavaScript: llama.cpp can abort the
+ * process on some malformed files.
+ */
+export async function checkModelFile(model: string): Promise<void> {
+  try {
+    checkModelSummary(await readGgufSummary(model));
+  } catch (err) {
+    const reason = err instanceof GgufError ? err.message : `cannot read it: ${(err as Error).message}`;
+    throw new StartupError('ELOAD', `model load failed: ${model} is not a usable GGUF model: ${reason}`);
+  }
+}
+
+/** The certificate, key and CA of the mTLS listener; null when it is off. */
+export async function readTlsFiles(config: ServerConfig): Promise<TlsFiles | null> {
+  if (!config.mtls) return null;
+  try {
+    return {
+      cert: await readFile(config.tlsCert!),
+      key: await readFile(config.tlsKey!),
+      ca: await readFile(config.tlsCa!),
+    };
+  } catch (err) {
+    throw new ConfigError(`cannot read the TLS files: ${(err as Error).message}`);
+  }
+}
+
+/** The access log, opened for appending (0640 when created); null when none is configured. */
+export function openAccessLog(config: ServerConfig): AccessLog | null {
+  if (!config.accessLog) return null;
+  try {
+    return new AccessLog(openSync(config.accessLog, 'a', 0o640));
+  } catch (err) {
+    throw new ConfigError(`cannot open the access log ${config.accessLog}: ${(err as Error).message}`);
+  }
+}
+
+export interface Listeners {
+  /** The listening servers, to close on shutdown. */
+  readonly servers: readonly Server[];
+  /** Bound addresses (the real port when 0 was asked for); null for a listener that is off. */
+  readonly http: HostPort | null;
+  readonly mtls: HostPort | null;
+}
+
+/**
+ * Binds the plain HTTP and mutual-TLS listeners, each with `handler(listener)`. On a failure the
+ * listeners already bound are closed before the ListenError is thrown.
+ */
+export async function openListeners(
+  config: ServerConfig,
+  tls: TlsFiles | null,
+  handler: (listener: 'http' | 'mtls') => RequestListener,
+  logger: Logger,
+): Promise<Listeners> {
+  const httpServer = config.http ? createHttpServer({ noDelay: true }, handler('http')) : null;
+  let mtlsServer: Server | null = null;
+  if (config.mtls && tls) {
+    try {
+      mtlsServer = createHttpsServer(
+        { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true, noDelay: true },
+        handler('mtls'),
+      );
+    } catch (err) {
+      throw new ConfigError(`the TLS files are not usable: ${(err as Error).message}`);
+    }
+    mtlsServer.on('tlsClientError', (err) => logger.debug('TLS handshake refused', { error: err.message }));
+  }
+  const servers: Server[] = [];
+  let http: HostPort | null = null;
+  let mtls: HostPort | null = null;
+  try {
+    if (httpServer && config.http) {
+      http = await listen(httpServer, config.http, 'HTTP');
+      servers.push(httpServer);
+    }
+    if (mtlsServer && config.mtls) {
+      mtls = await listen(mtlsServer, config.mtls, 'mTLS');
+      servers.push(mtlsServer);
+    }
+  } catch (err) {
+    await Promise.all(servers.map(closeServer));
+    throw err;
+  }
+  for (const s of servers) {
+    // Slow-header and idle protections; the completion itself is bounded by requestTimeoutMs.
+    s.headersTimeout = 30_000;
+    s.requestTimeout = Math.max(config.requestTimeoutMs + 5_000, 60_000);
+  }
+  return { servers, http, mtls };
+}

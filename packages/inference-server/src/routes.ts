@@ -1,0 +1,90 @@
+/**
+ * The routes, the same on both listeners: /v1/models (static, never touches the model), /health,
+ * /v1/chat/completions; 421 for a foreign Host on the plain listener, 503 while stopping, 404
+ * and 405 as OpenAI answers them.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { hostAllowed, hostHeaderName, INFERENCE_PATHS } from '@vigil/shared-types';
+import { serveCompletion } from './completion.js';
+import type { ServerContext } from './context.js';
+import { sendError, sendJson } from './http.js';
+import { methodNotAllowed, misdirected, modelList, modelNotFound, shuttingDown, unknownUrl } from './openai.js';
+
+/** /health: 200 when a completion can be served, else 503 with the reason. */
+export function health(ctx: ServerContext): { status: number; body: { status: string; [k: string]: unknown } } {
+  const state = ctx.state();
+  if (state === 'ready') {
+    if (ctx.scheduler.stuck() >= ctx.scheduler.slots) {
+      return {
+        status: 503,
+        body: { status: 'unavailable', reason: 'every sequence is stuck in an aborted generation' },
+      };
+    }
+    return { status: 200, body: { status: 'ok' } };
+  }
+  return { status: 503, body: { status: state === 'stopped' ? 'stopping' : state } };
+}
+
+/** The request handler of one listener (`http` or `mtls`). */
+export function createHandler(
+  ctx: ServerContext,
+  listener: 'http' | 'mtls',
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const { config } = ctx;
+  const models = modelList(config.modelIds, config.createdAt);
+  const modelsBody = Buffer.from(JSON.stringify(models));
+  const modelBodies = new Map(models.data.map((m) => [m.id, Buffer.from(JSON.stringify(m))]));
+  // DNS-rebinding protection on the plain listener (mTLS clients are authenticated).
+  const bound = listener === 'http' ? config.http : null;
+
+  return (req, res) => {
+    const startedNs = process.hrtime.bigint();
+    const done = (status: number) => ctx.access(req, listener, startedNs, status);
+    ctx.responses.open++;
+    res.once('close', () => {
+      ctx.responses.open--;
+    });
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (bound && !hostAllowed(req.headers.host, bound.host)) {
+      sendError(res, misdirected(hostHeaderName(req.headers.host ?? '')));
+      return done(421);
+    }
+    const state = ctx.state();
+    if (state === 'stopping' || state === 'stopped') {
+      res.setHeader('connection', 'close');
+      if (path === INFERENCE_PATHS.health) sendJson(res, 503, { status: 'stopping' });
+      else sendError(res, shuttingDown());
+      return done(503);
+    }
+    if (path === INFERENCE_PATHS.models || path.startsWith(`${INFERENCE_PATHS.models}/`)) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        sendError(res, methodNotAllowed(req.method, path, 'GET'));
+        return done(405);
+      }
+      if (path === INFERENCE_PATHS.models) {
+        sendJson(res, 200, modelsBody);
+        return done(200);
+      }
+      const id = decodeURIComponent(path.slice(INFERENCE_PATHS.models.length + 1));
+      const one = modelBodies.get(id);
+      if (one) sendJson(res, 200, one);
+      else sendError(res, modelNotFound(id));
+      return done(one ? 200 : 404);
+    }
+    if (path === INFERENCE_PATHS.health) {
+      const h = health(ctx);
+      sendJson(res, h.status, h.body);
+      return done(h.status);
+    }
+    if (path === INFERENCE_PATHS.chatCompletions) {
+      if (req.method !== 'POST') {
+        sendError(res, methodNotAllowed(req.method, path, 'POST', true));
+        return done(405);
+      }
+      void serveCompletion(ctx, req, res, listener, startedNs);
+      return;
+    }
+    sendError(res, unknownUrl(req.method, path));
+    done(404);
+  };
+}
