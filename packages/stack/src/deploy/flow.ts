@@ -7,9 +7,10 @@
  */
 import { rmdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { ConfigError } from '@vigil/shared-types';
 import { ensureDir, fileExists, readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/node';
 import { type CommandRecord, launchdLoad, type PlannedFile, Session, systemdLoad, unload } from './manager.js';
-import { type InstallOptions, type Locations, type Platform, SERVICES, usageError } from './options.js';
+import { type InstallOptions, type Locations, type Platform, SERVICES } from './options.js';
 import { renderAll, validateConfigs } from './render.js';
 
 /** What install or uninstall did (or, dry, would do): printed, or with --json one JSON object. */
@@ -29,10 +30,10 @@ export interface DeployResult {
 }
 
 export async function install(o: InstallOptions, loc: Locations): Promise<DeployResult> {
-  if (!fileExists(o.node)) throw usageError(`--node ${o.node} does not exist`);
+  if (!fileExists(o.node)) throw new ConfigError(`--node ${o.node} does not exist`);
   const rendered = renderAll(o, loc);
   if (!rendered.defaultModel && !fileExists(rendered.model)) {
-    throw usageError(`--model ${rendered.model} does not exist`);
+    throw new ConfigError(`--model ${rendered.model} does not exist`);
   }
   const validated = await validateConfigs(o, rendered.files);
   const files: PlannedFile[] = rendered.files.map((f) => {

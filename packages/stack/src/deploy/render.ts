@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { ConfigError } from '@vigil/shared-types';
 import {
   BINARIES,
   CHECKOUT,
@@ -14,7 +15,6 @@ import {
   type Platform,
   SERVICES,
   type ServiceDef,
-  usageError,
 } from './options.js';
 
 type Values = Readonly<Record<string, string>>;
@@ -70,7 +70,7 @@ export function renderPlist(template: string, values: Values, lists: Lists, wher
 /** A value placed inside a systemd setting: paths and names, never split or expanded. */
 function systemdScalar(value: string, name: string): string {
   if (/[\s"'\\$;]/.test(value) || /\p{Cc}/u.test(value)) {
-    throw usageError(
+    throw new ConfigError(
       `@${name}@ = ${JSON.stringify(value)}: systemd unit files cannot carry whitespace, quotes, backslashes, ` +
         '$ or ; in this position; choose a path without them',
     );
@@ -80,7 +80,7 @@ function systemdScalar(value: string, name: string): string {
 
 /** One argument of an ExecStart line, quoted when it needs to be. */
 function systemdArg(arg: string): string {
-  if (/\p{Cc}/u.test(arg)) throw usageError(`argument ${JSON.stringify(arg)} holds a control character`);
+  if (/\p{Cc}/u.test(arg)) throw new ConfigError(`argument ${JSON.stringify(arg)} holds a control character`);
   const escaped = arg.replace(/%/g, '%%').replace(/\$/g, '$$$$');
   if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(arg)) return escaped;
   return `"${escaped.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
@@ -131,9 +131,9 @@ function readMerge(file: string, flag: string): JsonObject {
     value = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw usageError(`--${flag} ${file}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+    throw new ConfigError(`--${flag} ${file}: ${code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
   }
-  if (!isPlainObject(value)) throw usageError(`--${flag} ${file}: expected a JSON object`);
+  if (!isPlainObject(value)) throw new ConfigError(`--${flag} ${file}: expected a JSON object`);
   return value;
 }
 
@@ -145,7 +145,7 @@ export function renderAll(o: InstallOptions, loc: Locations): Rendered {
   const bin = (name: string) => join(o.root, 'packages', name, 'bin', `${name}.js`);
   for (const name of BINARIES) {
     if (!existsSync(bin(name))) {
-      throw usageError(`${bin(name)} does not exist: --root must be a vigil checkout (got ${o.root})`);
+      throw new ConfigError(`${bin(name)} does not exist: --root must be a vigil checkout (got ${o.root})`);
     }
   }
   const model = o.model ?? join(loc.data, 'models', 'tiny.gguf');
@@ -242,7 +242,7 @@ export async function validateConfigs(o: InstallOptions, files: readonly Rendere
         checked.push(f.path);
       }
     } catch (err) {
-      throw usageError(`${f.path} would not be a valid configuration: ${(err as Error).message}`);
+      throw new ConfigError(`${f.path} would not be a valid configuration: ${(err as Error).message}`);
     }
   }
   return checked;
