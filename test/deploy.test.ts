@@ -19,7 +19,11 @@ import { resolveConfig } from '../packages/health-check/src/config.js';
 import { INFERENCE_HTTP } from '../packages/shared-types/src/index.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+/** The documented entry point: a launcher of `vigil install|uninstall`. */
 const INSTALL = join(root, 'deploy', 'install');
+const VIGIL = join(root, 'packages', 'stack', 'bin', 'vigil.js');
+/** `vigil install ARGS`, or `vigil uninstall ARGS` when ARGS start with "uninstall". */
+const vigil = (args: string[]) => (args[0] === 'uninstall' ? [VIGIL, ...args] : [VIGIL, 'install', ...args]);
 const uid = process.getuid?.() ?? 0;
 const scratch = mkdtempSync(join(tmpdir(), 'vigil-deploy-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -199,11 +203,11 @@ interface Result {
   calls: string[][];
 }
 
-/** Runs deploy/install with the fakes first on PATH; `state` holds their records. */
+/** Runs vigil install (or uninstall) with the fakes first on PATH; `state` holds their records. */
 function install(args: string[], state = freshDir('fake')): Result {
   const callsFile = join(state, 'calls');
   rmSync(callsFile, { force: true });
-  const r = spawnSync(process.execPath, [INSTALL, ...args, '--json'], {
+  const r = spawnSync(process.execPath, [...vigil(args), '--json'], {
     encoding: 'utf8',
     env: { ...process.env, PATH: `${fakeBin}:${process.env.PATH}`, FAKE_STATE: state },
   });
@@ -279,7 +283,7 @@ describe('the plist reader', () => {
   });
 });
 
-describe('deploy/install for launchd', () => {
+describe('vigil install for launchd', () => {
   const prefix = freshDir('launchd');
   const r = install(['--no-load', ...base('launchd', prefix)]);
   const loc = r.plan.locations;
@@ -422,7 +426,7 @@ describe('deploy/install for launchd', () => {
   });
 });
 
-describe('deploy/install for systemd', () => {
+describe('vigil install for systemd', () => {
   const prefix = freshDir('systemd');
   const r = install(['--no-load', ...base('systemd', prefix)]);
   const loc = r.plan.locations;
@@ -566,7 +570,7 @@ describe('deploy/install for systemd', () => {
   });
 });
 
-describe('deploy/install loading, idempotence and uninstall', () => {
+describe('vigil install loading, idempotence and uninstall', () => {
   it('--dry-run on an empty home lists exactly the launchd commands and writes nothing', () => {
     const prefix = freshDir('dry');
     const r = install(['--dry-run', '--node', process.execPath, '--platform', 'launchd', '--prefix', prefix]);
@@ -728,7 +732,7 @@ describe('deploy/install loading, idempotence and uninstall', () => {
       '#!/bin/sh\nif [ "$1" = bootstrap ]; then echo "Bootstrap failed: 5: Input/output error" >&2; exit 5; fi\nexit 0\n',
     );
     chmodSync(join(stubborn, 'launchctl'), 0o755);
-    const r = spawnSync(process.execPath, [INSTALL, ...base('launchd'), '--relay-listen', 'off'], {
+    const r = spawnSync(process.execPath, [...vigil(base('launchd')), '--relay-listen', 'off'], {
       encoding: 'utf8',
       env: { ...process.env, PATH: `${stubborn}:${process.env.PATH}` },
     });
@@ -742,7 +746,7 @@ describe('deploy/install loading, idempotence and uninstall', () => {
     writeFileSync(join(dir, 'node'), '#!/bin/sh\nexit 0\n');
     chmodSync(join(dir, 'node'), 0o755);
     const args = ['--no-load', '--json', '--platform', 'systemd', '--model', model, '--no-mtls'];
-    const r = spawnSync(process.execPath, [INSTALL, ...args, '--prefix', freshDir('systemd')], {
+    const r = spawnSync(process.execPath, [...vigil(args), '--prefix', freshDir('systemd')], {
       encoding: 'utf8',
       env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
     });
@@ -814,8 +818,8 @@ describe('deploy/install loading, idempotence and uninstall', () => {
       [['--account', '12345'], /E\.164/],
       [['--model', '/nonexistent/model.gguf'], /--model .* does not exist/],
       [['--relay-listen', 'nowhere'], /--relay-listen/],
-      [['--bogus'], /Unknown option '--bogus'/],
-      [['reinstall'], /unknown command "reinstall"/],
+      [['--bogus'], /unknown option '--bogus'/],
+      [['reinstall'], /too many arguments for 'install'/],
       [['--root', scratch], /--root must be a vigil checkout/],
     ];
     for (const [args, message] of cases) {
@@ -825,13 +829,33 @@ describe('deploy/install loading, idempotence and uninstall', () => {
       expect([args, r.status]).toEqual([args, 78]);
       expect(r.stderr).toMatch(message);
     }
+    const unknown = spawnSync(process.execPath, [INSTALL, 'reinstall', '--dry-run'], { encoding: 'utf8' });
+    expect(unknown.status).toBe(78);
+    expect(unknown.stderr).toMatch(/unknown command 'reinstall'/);
     const help = spawnSync(process.execPath, [INSTALL, '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
-    expect(help.stdout).toMatch(/^usage: deploy\/install/);
+    expect(help.stdout).toMatch(/^Usage: vigil install/);
+    const uninstallHelp = spawnSync(process.execPath, [INSTALL, 'uninstall', '--help'], { encoding: 'utf8' });
+    expect(uninstallHelp.status).toBe(0);
+    expect(uninstallHelp.stdout).toMatch(/^Usage: vigil uninstall/);
+  });
+
+  it('deploy/install is vigil install: the same plan, and uninstall the same removal', () => {
+    const prefix = freshDir('launcher');
+    const args = ['--dry-run', '--json', ...base('systemd', prefix)];
+    for (const command of [[], ['install'], ['uninstall']]) {
+      const launched = spawnSync(process.execPath, [INSTALL, ...command, ...args], { encoding: 'utf8' });
+      const direct = spawnSync(process.execPath, vigil([...(command[0] === 'uninstall' ? command : []), ...args]), {
+        encoding: 'utf8',
+      });
+      expect([command, launched.status, launched.stderr]).toEqual([command, 0, '']);
+      expect(JSON.parse(launched.stdout)).toEqual(JSON.parse(direct.stdout));
+      expect(JSON.parse(launched.stdout).command).toBe(command[0] ?? 'install');
+    }
   });
 
   it('is documented: every flag of --help is in deploy/README.md', () => {
-    const help = spawnSync(process.execPath, [INSTALL, '--help'], { encoding: 'utf8' }).stdout;
+    const help = spawnSync(process.execPath, vigil(['--help']), { encoding: 'utf8' }).stdout;
     const readme = readFileSync(join(root, 'deploy', 'README.md'), 'utf8');
     // The option column of each option line: "  --config-dir, --state-dir <dir>   meaning".
     const flags = help

@@ -33,6 +33,10 @@ type Doc = any;
 const compose: Doc = parse(read('docker/compose.yaml'), { merge: true });
 const services: Record<string, Doc> = compose.services;
 const PACKAGES = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check'];
+/** Where the images hold the deployed @vigil/stack, and its `vigil` binary there. */
+const STACK_DIR = '/opt/vigil/stack';
+const stackBin = (JSON.parse(read('packages/stack/package.json')) as { bin: Record<string, string> }).bin.vigil!;
+const VIGIL_IN_IMAGE = `${STACK_DIR}/${stackBin.replace(/^\.\//, '')}`;
 
 /** A Dockerfile as instructions (continuations joined, comments dropped), split into stages. */
 function dockerfile(path: string) {
@@ -108,7 +112,7 @@ describe('docker/compose.yaml', () => {
   it('has the inference liveness probe of spec 8: request timeout 75 s, probe timeout 90 s, every 120 s', () => {
     const h = services['inference-server'].healthcheck;
     const test = (h.test as string[]).map(interpolate);
-    expect(test.slice(0, 4)).toEqual(['CMD', 'node', '/usr/local/lib/vigil/liveness.mjs', 'probe']);
+    expect(test.slice(0, 5)).toEqual(['CMD', 'node', VIGIL_IN_IMAGE, 'liveness', 'probe']);
     expect(test[test.indexOf('--kind') + 1]).toBe('chat');
     expect(test[test.indexOf('--request-timeout') + 1]).toBe(String(INFERENCE_LIVENESS.requestTimeoutS));
     expect(h.timeout).toBe(`${INFERENCE_LIVENESS.probeTimeoutS}s`);
@@ -118,7 +122,7 @@ describe('docker/compose.yaml', () => {
     const command = (services['inference-server'].command as string[]).map(interpolate);
     expect(test[test.indexOf('--model') + 1]).toBe(command[command.indexOf('--model-id') + 1]);
     const daemon = services['signal-daemon'].healthcheck.test as string[];
-    expect(daemon.slice(0, 6)).toEqual(['CMD', 'node', '/usr/local/lib/vigil/liveness.mjs', 'probe', '--kind', 'rpc']);
+    expect(daemon.slice(0, 7)).toEqual(['CMD', 'node', VIGIL_IN_IMAGE, 'liveness', 'probe', '--kind', 'rpc']);
   });
 
   it('keeps data, model, state, logs and restart requests in named volumes, and mounts no Docker socket', () => {
@@ -139,14 +143,17 @@ describe('docker/compose.yaml', () => {
     expect(services['inference-server'].volumes).toContain('model:/var/lib/vigil/model:ro');
   });
 
-  it('builds every service from the repository root with a Dockerfile that exists', () => {
+  it('builds every service from the repository root with the one Dockerfile, picking its target', () => {
+    const targets = dockerfile(join(dockerDir, 'Dockerfile')).stages.map((st) => st.name);
     for (const [name, s] of Object.entries(services)) {
       const context = resolve(dockerDir, s.build.context);
       expect([name, context]).toEqual([name, root]);
       expect([name, existsSync(join(context, s.build.dockerfile))]).toEqual([name, true]);
-      expect([name, existsSync(join(context, `${s.build.dockerfile}.dockerignore`))]).toEqual([name, true]);
+      expect([name, existsSync(join(context, '.dockerignore'))]).toEqual([name, true]);
       const pkg = name === 'model-init' ? 'inference-server' : name;
-      expect(s.build.dockerfile).toBe(`docker/${pkg}/Dockerfile`);
+      expect(s.build.dockerfile).toBe('docker/Dockerfile');
+      expect([name, s.build.target]).toEqual([name, pkg]);
+      expect(targets).toContain(s.build.target);
       expect(s.image).toBe(`vigil/${pkg}:0.1.0`);
     }
   });
@@ -163,10 +170,10 @@ describe('docker/compose.yaml', () => {
     const service = config.primary.service;
     expect(service.kind).toBe('command');
     const restart = service.kind === 'command' ? (service.restart ?? []) : [];
-    expect(restart.slice(0, 3)).toEqual(['node', '/usr/local/lib/vigil/liveness.mjs', 'request-restart']);
+    expect(restart.slice(0, 4)).toEqual(['node', VIGIL_IN_IMAGE, 'liveness', 'request-restart']);
     const probe = services['inference-server'].healthcheck.test as string[];
-    expect(restart[3]).toBe(probe[probe.indexOf('--restart-request') + 1]);
-    expect(restart[3]).toMatch(/^\/var\/lib\/vigil\/control\//);
+    expect(restart[4]).toBe(probe[probe.indexOf('--restart-request') + 1]);
+    expect(restart[4]).toMatch(/^\/var\/lib\/vigil\/control\//);
     for (const s of ['guardian', 'inference-server'])
       expect(services[s].volumes).toContain('control:/var/lib/vigil/control');
     // It reads the logs the server writes, from the shared volume.
@@ -189,17 +196,9 @@ describe('docker/compose.yaml', () => {
     expect(config.daemon.http).toEqual({ host: '127.0.0.1', port: 8080 });
     expect(config.daemon.program).toBe('signal-daemon');
     expect(dirname(config.healthLog)).toBe('/var/lib/vigil/state');
-    const entrypoint = JSON.parse(
-      dockerfile(join(dockerDir, 'health-check', 'Dockerfile')).instructions.find((i) => i.op === 'ENTRYPOINT')!.args,
-    );
-    expect(entrypoint).toEqual([
-      'node',
-      '/usr/local/lib/vigil/every.mjs',
-      '300',
-      '--',
-      'node',
-      '/app/bin/health-check.js',
-    ]);
+    const target = dockerfile(join(dockerDir, 'Dockerfile')).stages.find((st) => st.name === 'health-check')!;
+    const entrypoint = JSON.parse(target.body.find((i) => i.op === 'ENTRYPOINT')!.args);
+    expect(entrypoint).toEqual(['node', VIGIL_IN_IMAGE, 'every', '300', '--', 'node', '/app/bin/health-check.js']);
   });
 
   it('passes docker compose config where the compose plugin is installed', () => {
@@ -216,62 +215,113 @@ describe('docker/compose.yaml', () => {
   });
 });
 
-describe('the Dockerfiles', () => {
+describe('docker/Dockerfile', () => {
   const packageManager = (JSON.parse(read('package.json')) as { packageManager: string }).packageManager;
+  const { stages, globalArgs } = dockerfile(join(dockerDir, 'Dockerfile'));
+  const stage = (name: string) => stages.find((s) => s.name === name);
+  /** The stages a target is made of, its base image's first. */
+  const chain = (name: string) => {
+    const out: typeof stages = [];
+    for (let s = stage(name); s !== undefined; s = stage(s.from)) out.unshift(s);
+    return out;
+  };
+  const runs = (name: string) =>
+    stage(name)!
+      .body.filter((i) => i.op === 'RUN')
+      .map((i) => i.args);
 
-  it.each(PACKAGES)('%s: multi-stage on node:20-bookworm-slim, pnpm deploy --prod, non-root, its own binary', (pkg) => {
-    const file = join(dockerDir, pkg, 'Dockerfile');
-    const { instructions, stages, globalArgs } = dockerfile(file);
+  it('compiles the workspace once, in one build stage on node:20-bookworm-slim with the pnpm of packageManager', () => {
     expect(globalArgs.NODE_IMAGE).toBe('node:20-bookworm-slim');
-    expect(stages.map((s) => [s.from, s.name])).toEqual([
-      [`\${NODE_IMAGE}`, 'build'],
-      [`\${NODE_IMAGE}`, 'runtime'],
-    ]);
-    const [build, runtime] = stages;
-    const run = build!.body.filter((i) => i.op === 'RUN').map((i) => i.args);
-    expect(run).toContain(`pnpm --filter @vigil/${pkg} --prod deploy --legacy /out`);
-    expect(run).toContain('pnpm install --offline --frozen-lockfile');
-    const pnpmVersion = build!.body
-      .find((i) => i.op === 'ARG' && i.args.startsWith('PNPM_VERSION='))!
+    const names = stages.map((s) => s.name);
+    expect(new Set(names).size).toBe(names.length);
+    // Only the build stage and the runtime base start from an image; every other stage from one of them.
+    expect(stages.filter((s) => s.from === `\${NODE_IMAGE}`).map((s) => s.name)).toEqual(['build', 'runtime']);
+    for (const s of stages.filter((x) => x.from !== `\${NODE_IMAGE}`)) {
+      expect([s.name, names.indexOf(s.from) >= 0 && names.indexOf(s.from) < names.indexOf(s.name)]).toEqual([
+        s.name,
+        true,
+      ]);
+    }
+    expect(runs('build')).toContain('pnpm install --offline --frozen-lockfile');
+    expect(runs('build')).toContain('pnpm exec tsc -b');
+    expect(runs('build').filter((r) => /deploy/.test(r))).toEqual([]);
+    const pnpmVersion = stage('build')!
+      .body.find((i) => i.op === 'ARG' && i.args.startsWith('PNPM_VERSION='))!
       .args.split('=')[1];
     expect(`pnpm@${pnpmVersion}`).toBe(packageManager);
-    // The runtime stage gets the deployed package only: no sources, no workspace, no dev tools.
-    const copies = runtime!.body.filter((i) => i.op === 'COPY').map((i) => i.args);
-    expect(copies[0]).toBe('--from=build /out /app');
-    for (const c of copies.slice(1)) {
-      const [source] = c.split(/\s+/);
-      expect([c, source!.startsWith('docker/'), existsSync(join(root, source!))]).toEqual([c, true, true]);
+    // Each deploy stage is the build stage plus one `pnpm deploy`, and nothing else.
+    for (const pkg of ['stack', ...PACKAGES]) {
+      const d = stage(`deploy-${pkg}`)!;
+      expect([pkg, d.from]).toEqual([pkg, 'build']);
+      expect(d.body.map((i) => `${i.op} ${i.args}`)).toEqual([
+        `RUN pnpm --filter @vigil/${pkg} --prod deploy --legacy /out`,
+      ]);
     }
-    expect(runtime!.body.some((i) => i.op === 'RUN' && /pnpm|npm install/.test(i.args))).toBe(false);
-    const user = runtime!.body.filter((i) => i.op === 'USER').map((i) => i.args);
-    expect(user).toEqual(['vigil']);
-    expect(runtime!.body.find((i) => i.op === 'RUN')!.args).toMatch(/useradd --system --uid 10001/);
-    const entrypoint = JSON.parse(instructions.find((i) => i.op === 'ENTRYPOINT')!.args) as string[];
+  });
+
+  it('has a runtime base: a non-root vigil user (uid 10001), its directories, @vigil/stack, and nothing installed', () => {
+    const runtime = stage('runtime')!;
+    expect(runtime.body.find((i) => i.op === 'RUN')!.args).toMatch(/useradd --system --uid 10001/);
+    expect(runtime.body.filter((i) => i.op === 'RUN').length).toBe(1);
+    expect(runtime.body.filter((i) => i.op === 'USER').map((i) => i.args)).toEqual(['vigil']);
+    expect(runtime.body.filter((i) => i.op === 'COPY').map((i) => i.args)).toEqual([
+      `--from=deploy-stack /out ${STACK_DIR}`,
+    ]);
+    expect(existsSync(join(root, 'packages', 'stack', stackBin))).toBe(true);
+  });
+
+  it.each(PACKAGES)('%s: a target with its deployed package and @vigil/stack, non-root, its own binary', (pkg) => {
+    const target = stage(pkg)!;
+    expect(chain(pkg).map((s) => s.name)).toEqual(['runtime', pkg]);
+    expect(chain(pkg)[0]!.from).toBe(`\${NODE_IMAGE}`);
+    const body = chain(pkg).flatMap((s) => s.body);
+    // The runtime gets the deployed packages only: no sources, no workspace, no dev tools.
+    expect(body.filter((i) => i.op === 'COPY').map((i) => i.args)).toEqual([
+      `--from=deploy-stack /out ${STACK_DIR}`,
+      `--from=deploy-${pkg} /out /app`,
+    ]);
+    expect(body.some((i) => i.op === 'RUN' && /pnpm|npm install/.test(i.args))).toBe(false);
+    expect(target.body.filter((i) => i.op === 'RUN' || i.op === 'USER')).toEqual([]);
+    expect(body.filter((i) => i.op === 'USER').map((i) => i.args)).toEqual(['vigil']);
+    const entrypoint = JSON.parse(target.body.find((i) => i.op === 'ENTRYPOINT')!.args) as string[];
     const bin = (JSON.parse(read(`packages/${pkg}/package.json`)) as { bin: Record<string, string> }).bin[pkg]!;
     expect(entrypoint).toContain(`/app/${bin.replace(/^\.\//, '')}`);
     expect(existsSync(join(root, 'packages', pkg, bin))).toBe(true);
-    // Everything copied from the build context exists and is not excluded by the ignore file.
-    const ignore = readFileSync(`${file}.dockerignore`, 'utf8');
-    expect(ignore).toMatch(/^\*\*\/node_modules$/m);
-    expect(ignore).toMatch(/^\*\*\/dist$/m);
-    expect(ignore).not.toMatch(/^docker$/m);
+    expect(target.body.filter((i) => i.op === 'CMD').length).toBe(1);
   });
 
-  it('each long-running image ships the helper its compose service runs', () => {
-    const helpers = (pkg: string) =>
-      dockerfile(join(dockerDir, pkg, 'Dockerfile'))
-        .stages[1]!.body.filter((i) => i.op === 'COPY' && i.args.startsWith('docker/'))
-        .map((i) => i.args.split(/\s+/)[1]);
-    expect(helpers('inference-server')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
-    expect(helpers('signal-daemon')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
-    expect(helpers('guardian')).toEqual(['/usr/local/lib/vigil/liveness.mjs']);
-    expect(helpers('health-check')).toEqual(['/usr/local/lib/vigil/every.mjs']);
+  it('keeps what the image builds itself out of the root context (.dockerignore), and nothing it copies', () => {
+    const ignore = read('.dockerignore');
+    expect(ignore).toMatch(/^\*\*\/node_modules$/m);
+    expect(ignore).toMatch(/^\*\*\/dist$/m);
+    expect(ignore).toMatch(/^\.git$/m);
+    for (const kept of ['packages', 'docker', 'pnpm-lock.yaml', 'pnpm-workspace.yaml', 'package.json']) {
+      expect(ignore).not.toMatch(new RegExp(`^${kept.replace('.', '\\.')}$`, 'm'));
+    }
+    expect(existsSync(join(dockerDir, 'Dockerfile.dockerignore'))).toBe(false);
+  });
+
+  it('each image ships the vigil binary the compose healthchecks, restart requests and schedule run', () => {
+    const uses = [
+      services['signal-daemon'].healthcheck.test[2],
+      services['inference-server'].healthcheck.test[2],
+      (JSON.parse(read('docker/guardian.json')) as { primary: { service: { restart: string[] } } }).primary.service
+        .restart[1],
+      (JSON.parse(stage('health-check')!.body.find((i) => i.op === 'ENTRYPOINT')!.args) as string[])[1],
+    ];
+    expect(uses).toEqual(Array(4).fill(VIGIL_IN_IMAGE));
+    for (const pkg of PACKAGES) {
+      expect(chain(pkg).flatMap((s) => s.body.filter((i) => i.op === 'COPY').map((i) => i.args))).toContain(
+        `--from=deploy-stack /out ${STACK_DIR}`,
+      );
+    }
   });
 });
 
 // ---- the helpers the images run, with real processes --------------------------------------------
 
-const LIVENESS = join(dockerDir, 'liveness.mjs');
+const VIGIL = join(root, 'packages', 'stack', stackBin);
+const LIVENESS = [VIGIL, 'liveness'];
 
 function run(args: string[]): Promise<{ code: number; out: string }> {
   return new Promise((done) => {
@@ -310,7 +360,7 @@ function victim() {
   return child;
 }
 
-describe('docker/liveness.mjs', () => {
+describe("vigil liveness (the containers' probe)", () => {
   const servers: Server[] = [];
   afterAll(() => {
     for (const s of servers) s.close();
@@ -321,9 +371,9 @@ describe('docker/liveness.mjs', () => {
     servers.push(f.server);
     const state = join(scratch, 'probe-state.json');
     const probe = (...extra: string[]) =>
-      run([LIVENESS, 'probe', '--kind', 'chat', '--url', f.url, '--model', 'tiny', '--state', state, ...extra]);
+      run([...LIVENESS, 'probe', '--kind', 'chat', '--url', f.url, '--model', 'tiny', '--state', state, ...extra]);
     expect(await probe()).toEqual({ code: 0, out: expect.stringMatching(/^ok: completion in \d+ ms\n$/) });
-    expect((await run([LIVENESS, 'probe', '--kind', 'rpc', '--url', f.url, '--state', state])).out).toMatch(
+    expect((await run([...LIVENESS, 'probe', '--kind', 'rpc', '--url', f.url, '--state', state])).out).toMatch(
       /^ok: version 0\.1\.0/,
     );
     f.setMode('429');
@@ -350,7 +400,7 @@ describe('docker/liveness.mjs', () => {
     const state = join(scratch, 'kill-state.json');
     const probe = () =>
       run([
-        LIVENESS,
+        ...LIVENESS,
         'probe',
         '--kind',
         'chat',
@@ -377,14 +427,14 @@ describe('docker/liveness.mjs', () => {
     const f = await fakeServer();
     servers.push(f.server);
     const request = join(scratch, 'inference-server.restart');
-    expect(await run([LIVENESS, 'request-restart', request])).toEqual({
+    expect(await run([...LIVENESS, 'request-restart', request])).toEqual({
       code: 0,
       out: `restart requested: ${request}\n`,
     });
     expect(JSON.parse(readFileSync(request, 'utf8')).by).toBe('guardian');
     const pid1 = victim();
     const args = [
-      LIVENESS,
+      ...LIVENESS,
       'probe',
       '--kind',
       'chat',
@@ -400,24 +450,25 @@ describe('docker/liveness.mjs', () => {
     expect(await exited(pid1)).toEqual({ code: null, signal: 'SIGTERM' });
     expect(existsSync(request)).toBe(false);
     expect((await run([...args, '--restart-request', request])).code).toBe(0);
-    expect((await run([LIVENESS, 'request-restart', join(scratch, 'no', 'such', 'dir')])).code).toBe(1);
+    expect((await run([...LIVENESS, 'request-restart', join(scratch, 'no', 'such', 'dir')])).code).toBe(1);
   });
 
   it('refuses bad usage with exit 78', async () => {
-    expect((await run([LIVENESS])).code).toBe(78);
-    expect((await run([LIVENESS, 'probe', '--kind', 'chat', '--url', 'http://127.0.0.1:1'])).code).toBe(78);
-    expect((await run([LIVENESS, 'probe', '--kind', 'smtp', '--url', 'x'])).code).toBe(78);
+    expect((await run(LIVENESS)).code).toBe(78);
+    expect((await run([...LIVENESS, 'probe', '--kind', 'chat', '--url', 'http://127.0.0.1:1'])).code).toBe(78);
+    expect((await run([...LIVENESS, 'probe', '--kind', 'smtp', '--url', 'x'])).code).toBe(78);
   });
 });
 
-describe('docker/every.mjs', () => {
+describe("vigil every (the health check's schedule)", () => {
   it('runs the command at once and then every interval, and stops cleanly on SIGTERM', async () => {
     const out = join(scratch, 'every.out');
     writeFileSync(out, '');
     const child = spawn(
       process.execPath,
       [
-        join(dockerDir, 'every.mjs'),
+        VIGIL,
+        'every',
         '0.2',
         '--',
         process.execPath,
@@ -432,8 +483,10 @@ describe('docker/every.mjs', () => {
     const runs = readFileSync(out, 'utf8').length;
     expect(runs).toBeGreaterThanOrEqual(3);
     expect(runs).toBeLessThanOrEqual(7);
-    const bad = spawnSync(process.execPath, [join(dockerDir, 'every.mjs'), 'soon'], { encoding: 'utf8' });
+    const bad = spawnSync(process.execPath, [VIGIL, 'every', 'soon'], { encoding: 'utf8' });
     expect(bad.status).toBe(78);
+    const notANumber = spawnSync(process.execPath, [VIGIL, 'every', 'soon', '--', 'true'], { encoding: 'utf8' });
+    expect(notANumber.status).toBe(78);
   });
 });
 
