@@ -11,7 +11,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { findProcesses } from '../packages/health-check/src/io.js';
+import { findProcesses } from '../packages/shared-types/src/node/index.js';
 import { SseClient, spawnDaemon, TcpClient, tmpDir } from '../packages/signal-daemon/test/helpers.js';
 import { exited, freePort, until } from './support.js';
 

@@ -1,10 +1,60 @@
 import { HealthExit } from '@vigil/shared-types';
+import { runCli } from '@vigil/shared-types/node';
 import { Command, CommanderError, Option } from 'commander';
-import { loadConfig } from './config.js';
+import { type HealthConfig, loadConfig } from './config.js';
+import { NotRunError } from './errors.js';
 import { appendReport, formatReport, runChecks } from './run.js';
 import { VERSION } from './version.js';
 
 const BIN = 'health-check';
+
+interface Options {
+  fix?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+  config?: string;
+}
+
+/**
+ * The check could not run (exit 3): said on stderr as `health-check: message (hint)` by runCli,
+ * or, with --quiet, only by the exit code.
+ */
+function notRun(err: unknown, o: Options): void {
+  if (!o.quiet) throw NotRunError.of(err);
+  process.exitCode = HealthExit.UNKNOWN;
+}
+
+async function main(o: Options): Promise<void> {
+  let config: HealthConfig;
+  try {
+    config = loadConfig(o.config);
+  } catch (err) {
+    return notRun(err, o);
+  }
+  try {
+    const report = await runChecks(config, { fix: o.fix === true });
+    if (o.json && !o.quiet) process.stdout.write(`${JSON.stringify(report)}\n`);
+    else if (!o.quiet) process.stdout.write(formatReport(report, process.stdout.isTTY === true));
+    process.exitCode = report.exitCode;
+  } catch (err) {
+    // Could not run at all: say so, and record it in the health log too.
+    const message = (err as Error).message;
+    try {
+      appendReport(config.healthLog, {
+        ts: Date.now() / 1000,
+        fix: o.fix === true,
+        error: message,
+        exitCode: HealthExit.UNKNOWN,
+      });
+    } catch {
+      // the log itself is unwritable: the exit code still says it
+    }
+    if (o.json && !o.quiet) {
+      process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
+    }
+    return notRun(err, o);
+  }
+}
 
 const program = new Command(BIN)
   .description('Check the messaging side and its consumer pipeline; repair with --fix.')
@@ -15,49 +65,15 @@ const program = new Command(BIN)
   .option('--quiet', 'print nothing (the health log is written all the same)')
   .addOption(new Option('--config <file>', 'the configuration file (JSON)').env('HEALTH_CHECK_CONFIG'))
   .exitOverride()
-  .action(async (o: { fix?: boolean; json?: boolean; quiet?: boolean; config?: string }) => {
-    let config: ReturnType<typeof loadConfig>;
-    try {
-      config = loadConfig(o.config);
-    } catch (err) {
-      if (!o.quiet) process.stderr.write(`${BIN}: ${(err as Error).message}\n`);
-      process.exitCode = HealthExit.UNKNOWN;
-      return;
-    }
-    try {
-      const report = await runChecks(config, { fix: o.fix === true });
-      if (o.json && !o.quiet) process.stdout.write(`${JSON.stringify(report)}\n`);
-      else if (!o.quiet) process.stdout.write(formatReport(report, process.stdout.isTTY === true));
-      process.exitCode = report.exitCode;
-    } catch (err) {
-      // Could not run at all: say so, and record it in the health log too.
-      const message = (err as Error).message;
-      try {
-        appendReport(config.healthLog, {
-          ts: Date.now() / 1000,
-          fix: o.fix === true,
-          error: message,
-          exitCode: HealthExit.UNKNOWN,
-        });
-      } catch {
-        // the log itself is unwritable: the exit code still says it
-      }
-      if (!o.quiet) {
-        if (o.json) process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
-        process.stderr.write(`${BIN}: ${message}\n`);
-      }
-      process.exitCode = HealthExit.UNKNOWN;
-    }
-  });
+  .action(main);
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    // --help and --version: 0; a usage error means the check could not run: 3, as Nagios plugins.
-    process.exitCode = err.exitCode === 0 ? 0 : HealthExit.UNKNOWN;
-  } else {
-    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = HealthExit.UNKNOWN;
+await runCli(BIN, async () => {
+  try {
+    await program.parseAsync(process.argv);
+  } catch (err) {
+    // --help and --version: 0; a usage error (printed by commander) means the check could not
+    // run: 3, as Nagios plugins, not the 78 of the other binaries.
+    if (err instanceof CommanderError) process.exitCode = err.exitCode === 0 ? 0 : HealthExit.UNKNOWN;
+    else throw NotRunError.of(err);
   }
-}
+});

@@ -3,8 +3,12 @@
  * ports, the consumer pipeline), repairs what a machine can with --fix, and says clearly when a
  * person must act.
  */
-export { CHECKS, type Check, type CheckContext, lineTime, portOf, runCheck, withPort } from './checks.js';
-export { ConfigError, type HealthConfig, loadConfig, resolveConfig, schema, stateHome } from './config.js';
-export { findProcesses, listenersOn, listProcesses, type ProcessInfo, runsProgram } from './io.js';
-export { formatReport, LockedError, runChecks, takeLock } from './run.js';
+
+// The process table is @vigil/shared-types/node's; re-exported for scripts/start.mjs until the
+// stack imports it from there.
+export { findProcesses, listenersOn, listProcesses, type ProcessInfo, runsProgram } from '@vigil/shared-types/node';
+export { CHECKS, type Check, type CheckContext, type Finding, portOf, runCheck, withPort } from './checks/index.js';
+export { type HealthConfig, loadConfig, resolveConfig, schema, stateHome } from './config.js';
+export { ConfigError, ConfigValidationError, LockedError, NotRunError } from './errors.js';
+export { appendReport, formatReport, runChecks, takeLock } from './run.js';
 export { VERSION } from './version.js';

@@ -1,56 +1,27 @@
-import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+/** One run: every check in order under the lock, the report appended to the health log, the table. */
+import { appendFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HealthExit, type HealthReport, healthExitCode } from '@vigil/shared-types';
-import { CHECKS, runCheck } from './checks.js';
+import { acquireLock, ensureDir, LockBusyError, PRIVATE_FILE } from '@vigil/shared-types/node';
+import { CHECKS, runCheck } from './checks/index.js';
 import type { HealthConfig } from './config.js';
+import { LockedError } from './errors.js';
 
-/** Another run holds the lock: this one cannot run (exit 3). */
-export class LockedError extends Error {
-  constructor(readonly pid: number) {
-    super(`another health check (pid ${pid}) is running`);
-    this.name = 'LockedError';
-  }
-}
-
-function alive(pid: number): boolean {
+/** Takes the lock of overlapping runs (a lock left by a dead run is taken over); returns its release. */
+export async function takeLock(file: string): Promise<() => void> {
   try {
-    process.kill(pid, 0);
-    return true;
+    return await acquireLock(file, { waitMs: 0 });
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if (err instanceof LockBusyError) throw new LockedError(err.pid);
+    throw err;
   }
-}
-
-/** Takes the lock file (O_EXCL); a lock left by a dead run is taken over. Returns its release. */
-export function takeLock(file: string): () => void {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      const fd = openSync(file, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      return () => {
-        try {
-          if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
-        } catch {
-          // already gone
-        }
-      };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const pid = Number(readFileSync(file, 'utf8').trim());
-      if (Number.isInteger(pid) && pid > 0 && alive(pid)) throw new LockedError(pid);
-      unlinkSync(file); // stale
-    }
-  }
-  throw new LockedError(0);
 }
 
 /** Runs every check in order, repairs with `fix`, appends the report to the health log. */
 export async function runChecks(config: HealthConfig, opts: { fix: boolean }): Promise<HealthReport> {
   const t0 = Date.now();
   const deadline = t0 + config.timeouts.runMs;
-  const release = takeLock(config.lockFile);
+  const release = await takeLock(config.lockFile);
   try {
     const results = [];
     for (const check of CHECKS) {
@@ -72,8 +43,8 @@ export async function runChecks(config: HealthConfig, opts: { fix: boolean }): P
 
 /** One JSON line per run. */
 export function appendReport(file: string, report: HealthReport | Record<string, unknown>): void {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  appendFileSync(file, `${JSON.stringify(report)}\n`, { mode: 0o600 });
+  ensureDir(dirname(file));
+  appendFileSync(file, `${JSON.stringify(report)}\n`, { mode: PRIVATE_FILE });
 }
 
 const COLOURS = { ok: 32, healed: 33, failed: 31, skipped: 90 } as const;

@@ -4,8 +4,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { HealthReport } from '@vigil/shared-types';
+import { findProcesses, killAll } from '@vigil/shared-types/node';
 import { rpc, spawnDaemon, tmpDir } from '../../signal-daemon/test/helpers.js';
-import { findProcesses, killAll } from '../src/io.js';
 
 export { rpc };
 

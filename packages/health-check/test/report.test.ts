@@ -235,8 +235,8 @@ describe('when the check cannot run (exit 3)', () => {
   afterAll(() => lab.cleanup());
 
   it.each([
-    ['a missing file', null, /cannot read the configuration .*nope\.json: ENOENT/],
-    ['text that is not JSON', '{ "daemon": ', /is not JSON/],
+    ['a missing file', null, /nope\.json: no such configuration file/],
+    ['text that is not JSON', '{ "daemon": ', /bad\.json: not valid JSON/],
     ['an unknown key', '{ "deamon": {} }', /deamon/],
     ['a wrong type', '{ "timeouts": { "checkMs": "fast" } }', /timeouts\.checkMs/],
     ['a bad address', '{ "daemon": { "http": "localhost" } }', /daemon\.http/],

@@ -1,12 +1,14 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import type { HealthReport } from '@vigil/shared-types';
+import { type HealthReport, lineTime } from '@vigil/shared-types';
+import { runsProgram } from '@vigil/shared-types/node';
 import { tmpDir } from '../../signal-daemon/test/helpers.js';
-import { lineTime, portOf, withPort } from '../src/checks.js';
-import { ConfigError, resolveConfig, stateHome } from '../src/config.js';
-import { runsProgram, tailLines } from '../src/io.js';
-import { formatReport, LockedError, takeLock } from '../src/run.js';
+import { portOf, withPort } from '../src/checks/index.js';
+import { resolveConfig, stateHome } from '../src/config.js';
+import { ConfigError, LockedError } from '../src/errors.js';
+import { tailLines } from '../src/io/files.js';
+import { formatReport, takeLock } from '../src/run.js';
 
 const tmp = tmpDir('vigil-health-unit-');
 afterAll(() => tmp.cleanup());
@@ -36,11 +38,11 @@ describe('ports in a flow configuration value', () => {
   });
 });
 
-describe('lineTime', () => {
-  const t = Date.parse('2026-11-22T10:00:00.500Z');
+describe('lineTime (Unix seconds) on the lines the checks read', () => {
+  const t = Date.parse('2026-11-22T10:00:00.500Z') / 1000;
   it.each([
-    ['{"ts":1795341600.5,"msg":"x"}', 1795341600500],
-    ['{"ts":1795341600500,"msg":"x"}', 1795341600500],
+    ['{"ts":1795341600.5,"msg":"x"}', 1795341600.5],
+    ['{"ts":1795341600500,"msg":"x"}', 1795341600.5],
     ['{"time":"2026-11-22T10:00:00.500Z"}', t],
     ['{"timestamp":"2026-11-22T10:00:00.500Z"}', t],
     ['2026-11-22T10:00:00.500Z websocket connected', t],
@@ -49,7 +51,7 @@ describe('lineTime', () => {
     ['websocket connected', null],
     ['{"msg":"no time"}', null],
     ['{broken json', null],
-  ])('%s', (line, ms) => expect(lineTime(line)).toBe(ms));
+  ])('%s', (line, seconds) => expect(lineTime(line)).toBe(seconds));
 });
 
 describe('runsProgram', () => {
@@ -108,16 +110,25 @@ describe('resolveConfig', () => {
 });
 
 describe('the lock', () => {
-  it('one holder at a time; released only by its holder; a dead holder is taken over', () => {
+  it('one holder at a time; released only by its holder; a dead holder is taken over', async () => {
     const file = join(tmp.dir, 'state', 'lock');
-    const release = takeLock(file);
-    expect(() => takeLock(file)).toThrow(LockedError);
+    const release = await takeLock(file);
+    expect(readFileSync(file, 'utf8')).toBe(`${process.pid}\n`);
     release();
-    const again = takeLock(file);
-    again();
+    expect(existsSync(file)).toBe(false);
+    // Another live process (this one's parent) holds it: refused, exit 3, and left alone.
+    writeFileSync(file, `${process.ppid}\n`);
+    await expect(takeLock(file)).rejects.toThrow(LockedError);
+    await expect(takeLock(file)).rejects.toMatchObject({
+      exitCode: 3,
+      message: `another health check (pid ${process.ppid}) is running`,
+    });
+    release(); // not ours: kept
+    expect(readFileSync(file, 'utf8')).toBe(`${process.ppid}\n`);
     writeFileSync(file, '999999999\n'); // no such process
-    const taken = takeLock(file);
+    const taken = await takeLock(file);
     taken();
+    expect(existsSync(file)).toBe(false);
   });
 });
 

@@ -3,6 +3,7 @@ export * from './errors.js';
 export * from './framing.js';
 export * from './guardian.js';
 export * from './health.js';
+export * from './health-config.js';
 export * from './inference.js';
 export * from './jsonrpc.js';
 export * from './log.js';
