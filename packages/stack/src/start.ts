@@ -134,8 +134,10 @@ export async function startStack(home: string, opts: StackOptions): Promise<void
 
   for (const spec of Object.values(specs)) {
     if (!spec.autostart) continue;
+    if (supervisor.stopping) return; // stopped while starting (Ctrl-C, `vigil stop`)
     supervisor.start(spec.name);
     if (!(await waitReady(() => supervisor.readyProbe(spec.name), spec.readyTimeoutMs))) {
+      if (supervisor.stopping) return;
       const log = paths.log(spec.name);
       process.stderr.write(
         `vigil: ${spec.name} did not come up within ${spec.readyTimeoutMs / 1000} s; its log (${log}) ends:\n${logTail(log)}\n`,

@@ -61,8 +61,9 @@ export class Supervisor {
     writeStackFile(this.paths.stackFile, { pid: process.pid, home: this.paths.home, services });
   }
 
-  /** Starts a service unless it runs; its pid. */
+  /** Starts a service unless it runs, or the stack is stopping; its pid. */
   start(name: ServiceName): number | null {
+    if (this.stopping) return null;
     const running = this.running.get(name);
     if (running) return running.child.pid ?? null;
     const spec = this.specs[name];
