@@ -16,7 +16,7 @@ import { binOf, type HomePaths, homePaths, NODE, rel } from './paths.js';
 import { checkListeners, type Listener, relayAddress } from './ports.js';
 import { makeHome, prepareModelAndCerts, stopLeftovers } from './prepare.js';
 import { waitReady } from './readiness.js';
-import { SERVICE_NAMES, type ServiceSpec, type StackPlan, serviceSpecs } from './services.js';
+import { SERVICE_NAMES, type ServiceName, type ServiceSpec, type StackPlan, serviceSpecs } from './services.js';
 import { removeStackFile } from './stackfile.js';
 import { Supervisor } from './supervisor.js';
 
@@ -42,14 +42,14 @@ function logTail(file: string, lines = 5): string {
 
 /** The table printed once the stack runs. */
 export function startTable(
-  specs: Readonly<Record<string, ServiceSpec>>,
-  pidOf: (name: string) => number | null,
+  specs: Readonly<Record<ServiceName, ServiceSpec>>,
+  pidOf: (name: ServiceName) => number | null,
   plan: StackPlan,
   paths: HomePaths,
 ): string[] {
   const rows = [
     ['service', 'pid', 'serves', 'log'],
-    ...SERVICE_NAMES.map((name) => [name, String(pidOf(name) ?? '-'), specs[name]!.serves, rel(paths.log(name))]),
+    ...SERVICE_NAMES.map((name) => [name, String(pidOf(name) ?? '-'), specs[name].serves, rel(paths.log(name))]),
     [
       'health-check',
       '-',
@@ -148,6 +148,6 @@ export async function startStack(home: string, opts: StackOptions): Promise<void
   }
   if (plan.healthInterval > 0) healthTimer = setInterval(() => runHealthCheck(paths), plan.healthInterval * 1000);
 
-  for (const line of startTable(specs, (n) => supervisor.pidOf(n as never), plan, paths)) say(line);
+  for (const line of startTable(specs, (n) => supervisor.pidOf(n), plan, paths)) say(line);
   say(`vigil is running (pid ${process.pid}). Press Ctrl-C to stop.`);
 }
