@@ -1,10 +1,11 @@
 /**
- * The whole stack, end to end, started the way `pnpm start` starts it (scripts/start.mjs) on free
+ * The whole stack, end to end, started the way `pnpm start` starts it (`vigil start`) on free
  * loopback ports: the health check passes; a message from a second local account arrives on the
  * daemon's event stream and through the relay; the inference server killed with -9 is brought
  * back by the guardian; a fatal line in its log makes the guardian fall back, and `guardian
  * restore` brings the primary back; a killed daemon is brought back by `health-check --fix`;
- * Ctrl-C stops everything, leaving no process behind.
+ * `vigil status` shows it on one screen and `vigil logs` prints a service's log; Ctrl-C (or
+ * `vigil stop`) stops everything, leaving no process behind.
  */
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -16,8 +17,7 @@ import { SseClient, spawnDaemon, TcpClient, tmpDir } from '../packages/signal-da
 import { exited, freePort, until } from './support.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const START = `${ROOT}scripts/start.mjs`;
-const CTL = `${ROOT}scripts/ctl.mjs`;
+const VIGIL = `${ROOT}packages/stack/bin/vigil.js`;
 const GUARDIAN = `${ROOT}packages/guardian/bin/guardian.js`;
 const HEALTH = `${ROOT}packages/health-check/bin/health-check.js`;
 
@@ -51,10 +51,10 @@ const events = (): Record<string, any>[] =>
         .map((l) => JSON.parse(l))
     : [];
 const status = async (): Promise<Record<string, { state: string; pid: number | null }>> => {
-  const r = await run([CTL, '--home', home.dir, 'status', '--json']);
+  const r = await run([VIGIL, '--home', home.dir, 'status', '--json']);
   expect(r.code).toBe(0);
   return Object.fromEntries(
-    (JSON.parse(r.stdout) as { name: string; state: string; pid: number | null }[]).map((s) => [s.name, s]),
+    (JSON.parse(r.stdout).services as { name: string; state: string; pid: number | null }[]).map((s) => [s.name, s]),
   );
 };
 async function complete(): Promise<{ status: number; body: any }> {
@@ -100,7 +100,8 @@ describe('the whole stack', () => {
     stack = spawn(
       process.execPath,
       [
-        START,
+        VIGIL,
+        'start',
         '--home',
         home.dir,
         '--daemon-http',
@@ -219,6 +220,37 @@ describe('the whole stack', () => {
     }
   });
 
+  it('vigil status: one screen (each service, pid, uptime, restarts; the last guardian event and health result)', async () => {
+    const r = await run([VIGIL, '--home', home.dir, 'status']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(`^vigil running from ${home.dir} \\(supervisor pid ${stack.pid}, up \\d+ (s|min)`),
+    );
+    for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian']) {
+      expect(r.stdout).toMatch(new RegExp(`^  ${name}\\s+running\\s+\\d+\\s+\\d+ (s|min)( \\d+ s)?\\s+0\\s+-$`, 'm'));
+    }
+    expect(r.stdout).toMatch(/^ {2}inference-fallback\s+stopped\s+-\s+-\s+0\s+-$/m);
+    expect(r.stdout).toMatch(/^ {2}guardian: {2}\w+/m);
+    expect(r.stdout).toMatch(/^ {2}health: {4}healthy \(exit 0\) \d+ (s|min)/m);
+    const json = await run([VIGIL, '--home', home.dir, 'status', '--json']);
+    const parsed = JSON.parse(json.stdout);
+    expect(parsed.supervisor).toMatchObject({ pid: stack.pid, home: home.dir });
+    expect(parsed.guardian.event).toEqual(expect.any(String));
+    expect(parsed.health).toMatchObject({ exitCode: 0, checks: expect.any(Array) });
+  });
+
+  it("vigil logs SERVICE: the service's log; -n N its last lines", async () => {
+    const all = await run([VIGIL, '--home', home.dir, 'logs', 'tcp-relay']);
+    expect(all.code).toBe(0);
+    expect(all.stdout).toBe(readFileSync(path('logs/tcp-relay.log'), 'utf8'));
+    expect(all.stdout).toMatch(/"msg":"listening/);
+    const last = await run([VIGIL, '--home', home.dir, 'logs', 'signal-daemon', '-n', '1']);
+    expect(last.code).toBe(0);
+    expect(last.stdout.trimEnd().split('\n')).toHaveLength(1);
+    expect(readFileSync(path('logs/signal-daemon.log'), 'utf8').endsWith(last.stdout)).toBe(true);
+  });
+
   it('kill -9 of the inference server: the guardian restarts it (probe_fail, restarting, restart_requested, probe_ok)', async () => {
     const before = (await status())['inference-server']!;
     expect(before.state).toBe('running');
@@ -292,7 +324,7 @@ describe('the whole stack', () => {
     // The relay's command line names its addresses, not the home.
     expect(await findProcesses({ program: 'tcp-relay', match: [`127.0.0.2:${ports.relay}`] })).toEqual([]);
     expect(existsSync(path('run/control.sock'))).toBe(false);
-    expect((await run([CTL, '--home', home.dir, 'status'])).code).toBe(3);
+    expect((await run([VIGIL, '--home', home.dir, 'status'])).code).toBe(3);
   }, 60_000);
 });
 
@@ -309,7 +341,16 @@ describe('starting the stack', () => {
     );
     try {
       await new Promise((resolve) => holder.stdout!.once('data', resolve));
-      const r = await run([START, '--home', other.dir, '--daemon-http', `127.0.0.1:${port}`, '--health-interval', '0']);
+      const r = await run([
+        VIGIL,
+        'start',
+        '--home',
+        other.dir,
+        '--daemon-http',
+        `127.0.0.1:${port}`,
+        '--health-interval',
+        '0',
+      ]);
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(
         `vigil: port ${port} (127.0.0.1:${port}, the daemon (HTTP)) is already in use by pid ${holder.pid} (${process.execPath} ${ROOT}packages/health-check/test/fixtures/listen.mjs 127.0.0.1 ${port}). Stop it, or give --daemon-http another address.\n`,
@@ -322,7 +363,7 @@ describe('starting the stack', () => {
     }
   });
 
-  it('after a kill -9 of the supervisor, the next start stops what it left and runs; Ctrl-C leaves nothing', async () => {
+  it('after a kill -9 of the supervisor, the next start stops what it left and runs; vigil stop leaves nothing', async () => {
     const home = tmpDir('vigil-stack-left-');
     const relay = `127.0.0.2:${await freePort('127.0.0.2')}`;
     // The stack's processes: all name the home, but the relay only its addresses.
@@ -331,7 +372,8 @@ describe('starting the stack', () => {
       ...(await findProcesses({ program: 'tcp-relay', match: [relay] })),
     ];
     const args = [
-      START,
+      VIGIL,
+      'start',
       '--home',
       home.dir,
       '--daemon-http',
@@ -374,8 +416,11 @@ describe('starting the stack', () => {
         );
       }
       expect(second.out()).toContain('vigil is running');
-      second.child.kill('SIGINT');
+      // `vigil stop` stops it as Ctrl-C does (Ctrl-C itself: above), and returns once all has ended.
+      const stop = await run([VIGIL, '--home', home.dir, 'stop']);
+      expect(stop).toMatchObject({ code: 0, stderr: '' });
       expect(await exited(second.child)).toEqual({ code: 0, signal: null });
+      expect(second.out()).toContain('vigil: stopped');
       expect(await ours()).toEqual([]);
     } finally {
       for (const p of await ours()) process.kill(p.pid, 'SIGKILL');
@@ -383,13 +428,13 @@ describe('starting the stack', () => {
     }
   }, 200_000);
 
-  it('bad usage exits 64 with the usage; --help exits 0', async () => {
-    const bad = await run([START, '--daemon-http', 'nope']);
-    expect(bad.code).toBe(64);
+  it('bad usage exits 78 (as every vigil binary) with the usage; --help exits 0', async () => {
+    const bad = await run([VIGIL, 'start', '--daemon-http', 'nope']);
+    expect(bad.code).toBe(78);
     expect(bad.stderr).toMatch(
       /^vigil: --daemon-http: invalid port "nope": expected an integer from 0 to 65535\n\nUsage: /,
     );
-    const help = await run([START, '--help']);
+    const help = await run([VIGIL, 'start', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('--guardian-interval');
   });

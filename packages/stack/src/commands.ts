@@ -1,0 +1,142 @@
+/**
+ * The stack's commands: `start`, `stop`, `restart`, `status`, `logs`. Each is a commander Command
+ * that `cli.ts` adds to the program; they read `--home` from the program's options.
+ */
+import { Command, Option } from 'commander';
+import {
+  parseStackOptions,
+  type RawStackOptions,
+  STACK_OPTIONS,
+  type StackOptionName,
+  stackCommandOptions,
+} from './config.js';
+import { controlRequest } from './control.js';
+import { NoLogError, UsageError } from './errors.js';
+import { LOG_NAMES, logFileOf, printLog } from './logs.js';
+import { homeOf, homePaths } from './paths.js';
+import { SERVICE_NAMES } from './services.js';
+import { startStack } from './start.js';
+import { lastGuardianEvent, lastHealthReport, type StackStatus, statusScreen } from './status.js';
+import { STOP_GRACE_MS } from './supervisor.js';
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const SERVICES = SERVICE_NAMES.join(', ');
+
+/** The home's paths, from the program's --home (else VIGIL_HOME, else .vigil/ in the repository). */
+const pathsOf = (cmd: Command) => homePaths(homeOf(cmd.optsWithGlobals<{ home?: string }>().home));
+
+/** A control request to the home's supervisor (NoStackError: exit 3 when none runs there). */
+async function control(cmd: Command, action: 'start' | 'stop' | 'restart', service: string): Promise<void> {
+  const paths = pathsOf(cmd);
+  // A restart waits for the old process to end (its grace is at most 15 s).
+  const reply = await controlRequest(paths.home, paths.socket, { action, service }, 2 * STOP_GRACE_MS);
+  if (reply.pid) out(`${service} started (pid ${reply.pid})`);
+  else if (action === 'stop') out(`${service} stopped`);
+}
+
+export function startCommand(): Command {
+  const cmd = new Command('start')
+    .summary('run the whole stack (or start one service of a running stack)')
+    .description(
+      'Without SERVICE: starts the vigil stack and keeps it running until Ctrl-C (what `pnpm start` runs).\n' +
+        'With SERVICE: starts that service of the stack running from the home.',
+    )
+    .argument('[service]', `one of ${SERVICES}`);
+  for (const option of stackCommandOptions()) cmd.addOption(option);
+  cmd.addHelpText(
+    'after',
+    '\nEach option may also be given by the environment variable in brackets.\n' +
+      'Exit codes: 0 stopped cleanly; 1 could not start (a port in use, a service that did not come up);\n' +
+      '78 bad usage.',
+  );
+  return cmd.action(async (service: string | undefined, flags: Record<string, string | undefined>) => {
+    if (service !== undefined) return control(cmd, 'start', service);
+    const raw: RawStackOptions = {};
+    for (const name of Object.keys(STACK_OPTIONS) as StackOptionName[]) {
+      raw[name] = flags[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())];
+    }
+    let options: ReturnType<typeof parseStackOptions>;
+    try {
+      options = parseStackOptions(raw);
+    } catch (err) {
+      // Printed with the usage, as a flag commander refused would be.
+      if (err instanceof UsageError)
+        cmd.error(`error: ${err.message}`, { exitCode: 78, code: 'commander.invalidArgument' });
+      throw err;
+    }
+    await startStack(pathsOf(cmd).home, options);
+  });
+}
+
+export function stopCommand(): Command {
+  return new Command('stop')
+    .summary('stop the whole stack, or one service')
+    .description(
+      'Without SERVICE: stops the stack running from the home, in order (the guardian first, the daemon last),\n' +
+        'and returns once every service has ended. With SERVICE: stops that service.',
+    )
+    .argument('[service]', `one of ${SERVICES}`)
+    .action(async function (this: Command, service: string | undefined) {
+      if (service !== undefined) return control(this, 'stop', service);
+      const paths = pathsOf(this);
+      await controlRequest(
+        paths.home,
+        paths.socket,
+        { action: 'shutdown' },
+        (SERVICE_NAMES.length + 1) * STOP_GRACE_MS,
+      );
+      out('vigil: stopped');
+    });
+}
+
+export function restartCommand(): Command {
+  return new Command('restart')
+    .summary('restart one service of the running stack')
+    .description(
+      'Stops SERVICE and starts it again; returns once the old process has ended and the new one is started\n' +
+        '(not yet ready), as `launchctl kickstart -k` does. The service manager of the stack’s guardian and health check.',
+    )
+    .argument('<service>', `one of ${SERVICES}`)
+    .action(async function (this: Command, service: string) {
+      await control(this, 'restart', service);
+    });
+}
+
+export function statusCommand(): Command {
+  return new Command('status')
+    .summary('one screen: each service, pid, uptime, restarts; the last guardian event and health result')
+    .option('--json', 'print it as one JSON object')
+    .action(async function (this: Command, opts: { json?: boolean }) {
+      const paths = pathsOf(this);
+      const reply = await controlRequest(paths.home, paths.socket, { action: 'status' }, 10_000);
+      const status: StackStatus = {
+        supervisor: reply.supervisor!,
+        services: reply.services ?? [],
+        guardian: lastGuardianEvent(paths),
+        health: lastHealthReport(paths),
+      };
+      if (opts.json) out(JSON.stringify(status));
+      else for (const line of statusScreen(status, paths.home)) out(line);
+    });
+}
+
+function count(text: string): number {
+  if (!/^\d+$/.test(text)) throw new UsageError(`-n: expected a number of lines, got "${text}"`);
+  return Number(text);
+}
+
+export function logsCommand(): Command {
+  return new Command('logs')
+    .summary("print a service's log")
+    .description(
+      "Prints the service's log under the home (logs/SERVICE.log; health-check: state/health.log);\n" +
+        'the stack need not be running.',
+    )
+    .argument('<service>', `one of ${LOG_NAMES.join(', ')}`)
+    .addOption(new Option('-n, --lines <n>', 'only the last N lines').argParser(count))
+    .option('-f, --follow', 'then print what is appended, until Ctrl-C')
+    .action(async function (this: Command, service: string, opts: { lines?: number; follow?: boolean }) {
+      const file = logFileOf(pathsOf(this), service);
+      if (!(await printLog(file, { lines: opts.lines, follow: opts.follow }))) throw new NoLogError(file);
+    });
+}

@@ -1,0 +1,71 @@
+/** Telling that a service just started is up: an HTTP 200 on its path, or a line in its log. */
+import { closeSync, openSync, readSync } from 'node:fs';
+import { connect } from 'node:net';
+import type { HostPort } from '@vigil/shared-types';
+import { sleep } from '@vigil/shared-types/node';
+import { hp } from './config.js';
+import type { Readiness } from './services.js';
+
+/** Whether GET `path` answers 200 (one connection, one request, at most a second). */
+export function httpOk(addr: HostPort, path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(addr.port, addr.host);
+    s.setTimeout(1000, () => s.destroy());
+    s.on('error', () => resolve(false));
+    s.on('close', () => resolve(false));
+    s.on('connect', () => s.write(`GET ${path} HTTP/1.1\r\nHost: ${hp(addr)}\r\nConnection: close\r\n\r\n`));
+    s.once('data', (d: Buffer) => {
+      resolve(/^HTTP\/1\.[01] 200 /.test(d.toString('latin1')));
+      s.destroy();
+    });
+  });
+}
+
+/** Whether what was written to the file from byte `from` on matches. */
+export function fileHas(file: string, from: number, pattern: RegExp): boolean {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const chunks: Buffer[] = [];
+    const buf = Buffer.alloc(64 * 1024);
+    for (let pos = from; ; ) {
+      const n = readSync(fd, buf, 0, buf.length, pos);
+      if (n <= 0) break;
+      chunks.push(Buffer.from(buf.subarray(0, n)));
+      pos += n;
+    }
+    return pattern.test(Buffer.concat(chunks).toString('utf8'));
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export interface ReadyProbe {
+  readonly ready: Readiness;
+  /** The service's log, and where the running process started writing to it. */
+  readonly log: string;
+  readonly logStart: number;
+}
+
+export function isReady(probe: ReadyProbe): Promise<boolean> {
+  const r = probe.ready;
+  if (r.kind === 'http') return httpOk(r.addr, r.path);
+  if (r.kind === 'log') return Promise.resolve(fileHas(probe.log, probe.logStart, r.pattern));
+  return Promise.resolve(true);
+}
+
+/** Polls until ready (true), the process is gone or the time is up (false). */
+export async function waitReady(probe: () => ReadyProbe | null, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const p = probe();
+    if (!p) return false;
+    if (await isReady(p)) return true;
+    await sleep(100);
+  }
+  return false;
+}

@@ -1,0 +1,164 @@
+/**
+ * What the stack runs: each service's argv, whether the stack starts it, how to tell it is up and
+ * what it serves (pure: from the options and the home's paths).
+ */
+import type { HostPort } from '@vigil/shared-types';
+import { hp, type StackOptions } from './config.js';
+import { binOf, type HomePaths, rel } from './paths.js';
+
+/** The services, in the order they start. */
+export const SERVICE_NAMES = [
+  'signal-daemon',
+  'tcp-relay',
+  'inference-server',
+  'inference-fallback',
+  'guardian',
+] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+/** The order they stop: the guardian first (it must not restart what is being stopped), the daemon last. */
+export const STOP_ORDER: readonly ServiceName[] = [
+  'guardian',
+  'tcp-relay',
+  'inference-fallback',
+  'inference-server',
+  'signal-daemon',
+];
+
+export const isServiceName = (name: string): name is ServiceName => (SERVICE_NAMES as readonly string[]).includes(name);
+
+/** How the supervisor tells that a service it started is up. */
+export type Readiness =
+  | { readonly kind: 'http'; readonly addr: HostPort; readonly path: string }
+  /** What the process wrote to its log since it started matches. */
+  | { readonly kind: 'log'; readonly pattern: RegExp }
+  | { readonly kind: 'none' };
+
+export interface ServiceSpec {
+  readonly name: ServiceName;
+  /** The arguments after `node`. */
+  readonly argv: readonly string[];
+  readonly autostart: boolean;
+  readonly ready: Readiness;
+  /** How long it may take to come up. */
+  readonly readyTimeoutMs: number;
+  /** What it serves, for the table printed on start. */
+  readonly serves: string;
+  /** Who brings it back when it ends. */
+  readonly restartedBy: string;
+}
+
+/** The options with every address decided (the relay's default depends on the host). */
+export interface StackPlan extends StackOptions {
+  readonly relay: HostPort;
+  /** Said after the relay's address in the table, when it was chosen for the operator. */
+  readonly relayNote: string;
+  /** The model file served. */
+  readonly modelFile: string;
+}
+
+function inferenceArgv(plan: StackPlan, paths: HomePaths, name: string, extra: readonly string[]): string[] {
+  return [
+    binOf('inference-server'),
+    'serve',
+    '--model',
+    plan.modelFile,
+    '--model-id',
+    plan.modelId,
+    '--http',
+    hp(plan.inference),
+    ...(plan.mtls === 'off'
+      ? []
+      : [
+          '--mtls',
+          hp(plan.mtls),
+          '--tls-cert',
+          `${paths.pki}/server.pem`,
+          '--tls-key',
+          `${paths.pki}/server-key.pem`,
+          '--tls-ca',
+          `${paths.pki}/ca.pem`,
+        ]),
+    ...(plan.threads ? ['--threads', plan.threads] : []),
+    '--access-log',
+    paths.accessLog(name),
+    ...extra,
+  ];
+}
+
+function daemonArgv(plan: StackPlan, paths: HomePaths): string[] {
+  return [
+    binOf('signal-daemon'),
+    '--account',
+    plan.account,
+    '--http',
+    hp(plan.daemonHttp),
+    '--tcp',
+    hp(plan.daemonTcp),
+    '--data-dir',
+    paths.daemonData,
+    '--localnet',
+    paths.localnet,
+    ...(plan.backend === 'local'
+      ? []
+      : [
+          '--backend',
+          'signal-cli',
+          ...(plan.signalCli ? ['--signal-cli', plan.signalCli] : []),
+          ...(plan.signalCliConfig ? ['--signal-cli-config', plan.signalCliConfig] : []),
+        ]),
+  ];
+}
+
+/** Every service of the stack, in start order. */
+export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceName, ServiceSpec> {
+  const mtls = plan.mtls === 'off' ? '' : `, mutual TLS ${hp(plan.mtls)}`;
+  const inferenceReady: Readiness = { kind: 'http', addr: plan.inference, path: '/health' };
+  return {
+    'signal-daemon': {
+      name: 'signal-daemon',
+      argv: daemonArgv(plan, paths),
+      autostart: true,
+      ready: { kind: 'http', addr: plan.daemonHttp, path: '/api/v1/check' },
+      readyTimeoutMs: 20_000,
+      serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}`,
+      restartedBy: 'the health check',
+    },
+    'tcp-relay': {
+      name: 'tcp-relay',
+      argv: [binOf('tcp-relay'), '--listen', hp(plan.relay), '--target', hp(plan.daemonTcp)],
+      autostart: true,
+      ready: { kind: 'log', pattern: /"msg":"(listening|listen address not on this host yet)/ },
+      readyTimeoutMs: 20_000,
+      serves: `${hp(plan.relay)} → ${hp(plan.daemonTcp)}${plan.relayNote}`,
+      restartedBy: 'the health check',
+    },
+    'inference-server': {
+      name: 'inference-server',
+      argv: inferenceArgv(plan, paths, 'inference-server', []),
+      autostart: true,
+      ready: inferenceReady,
+      readyTimeoutMs: 120_000,
+      serves: `http://${hp(plan.inference)}/v1${mtls} (model "${plan.modelId}")`,
+      restartedBy: 'the guardian',
+    },
+    'inference-fallback': {
+      name: 'inference-fallback',
+      argv: inferenceArgv(plan, paths, 'inference-fallback', ['--gpu', 'off']),
+      autostart: false,
+      ready: inferenceReady,
+      readyTimeoutMs: 120_000,
+      serves: 'the same addresses, CPU only (started by the guardian on fallback)',
+      restartedBy: 'the guardian',
+    },
+    guardian: {
+      name: 'guardian',
+      argv: [binOf('guardian'), 'run', '--config', paths.guardianConfig],
+      autostart: true,
+      ready: { kind: 'none' },
+      readyTimeoutMs: 20_000,
+      serves: `a real completion every ${plan.guardianInterval} s; events ${rel(paths.log('guardian'))}`,
+      restartedBy: 'this supervisor (not after exit 2: an operator must act)',
+    },
+  };
+}

@@ -1,0 +1,77 @@
+import { describe, expect, it } from '@jest/globals';
+import { normalizeArgv } from '../src/cli.js';
+import { parseStackOptions, STACK_OPTIONS } from '../src/config.js';
+import { UsageError } from '../src/errors.js';
+
+describe('the options of vigil start', () => {
+  it('defaults: the ports of DESIGN.md, the local network, the tiny model with 10 s ticks', () => {
+    expect(parseStackOptions({}, {})).toEqual({
+      account: '+15550000001',
+      backend: 'local',
+      signalCli: undefined,
+      signalCliConfig: undefined,
+      daemonHttp: { host: '127.0.0.1', port: 8080 },
+      daemonTcp: { host: '127.0.0.1', port: 7583 },
+      relay: undefined,
+      inference: { host: '127.0.0.1', port: 1337 },
+      mtls: { host: '127.0.0.1', port: 1338 },
+      model: undefined,
+      modelId: 'vigil',
+      threads: undefined,
+      guardianInterval: 10,
+      healthInterval: 300,
+    });
+  });
+
+  it('a flag wins over its environment variable, which wins over the default', () => {
+    const env = { VIGIL_DAEMON_HTTP: '127.0.0.1:9000', VIGIL_MTLS: 'off', VIGIL_HEALTH_INTERVAL: '0' };
+    const o = parseStackOptions({ 'daemon-http': '127.0.0.1:9001', relay: '127.0.0.2:7000' }, env);
+    expect(o.daemonHttp).toEqual({ host: '127.0.0.1', port: 9001 });
+    expect(o.relay).toEqual({ host: '127.0.0.2', port: 7000 });
+    expect(o.mtls).toBe('off');
+    expect(o.healthInterval).toBe(0);
+  });
+
+  it('with --model the guardian ticks every 60 s unless told otherwise', () => {
+    expect(parseStackOptions({ model: '/m.gguf' }, {}).guardianInterval).toBe(60);
+    expect(parseStackOptions({ model: '/m.gguf', 'guardian-interval': '5' }, {}).guardianInterval).toBe(5);
+  });
+
+  it('a bad value is a usage error (exit 78) naming the flag', () => {
+    const bad = (flags: Record<string, string>) => {
+      try {
+        parseStackOptions(flags, {});
+      } catch (err) {
+        expect(err).toBeInstanceOf(UsageError);
+        expect((err as UsageError).exitCode).toBe(78);
+        return (err as Error).message;
+      }
+      throw new Error('accepted');
+    };
+    expect(bad({ 'daemon-http': 'nope' })).toBe(
+      '--daemon-http: invalid port "nope": expected an integer from 0 to 65535',
+    );
+    expect(bad({ mtls: 'x:y' })).toMatch(/^--mtls: /);
+    expect(bad({ backend: 'matrix' })).toBe('--backend: expected one of local, signal-cli, got "matrix"');
+    expect(bad({ 'guardian-interval': 'soon' })).toBe('--guardian-interval: expected a number of seconds, got "soon"');
+    expect(bad({ 'health-interval': '-1' })).toBe('--health-interval: expected a number of seconds, got "-1"');
+  });
+
+  it('every option has its VIGIL_ environment variable', () => {
+    for (const [flag, o] of Object.entries(STACK_OPTIONS)) {
+      expect(o.env).toBe(`VIGIL_${flag.toUpperCase().replace(/-/g, '_')}`);
+    }
+  });
+
+  it('`pnpm start -- --flag`: the `--` after start is dropped', () => {
+    expect(normalizeArgv(['start', '--', '--home', 'h'])).toEqual(['start', '--home', 'h']);
+    expect(normalizeArgv(['--home', 'h', 'start', '--', '--threads', '1'])).toEqual([
+      '--home',
+      'h',
+      'start',
+      '--threads',
+      '1',
+    ]);
+    expect(normalizeArgv(['logs', 'guardian'])).toEqual(['logs', 'guardian']);
+  });
+});
