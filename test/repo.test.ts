@@ -20,7 +20,7 @@ describe('the repository', () => {
   });
 
   it('has every package of DESIGN.md, each with the layout the conventions ask for', () => {
-    expect(packages.sort()).toEqual(['shared-types', ...services].sort());
+    expect(packages.sort()).toEqual(['shared-types', 'stack', ...services].sort());
     for (const dir of packages) {
       const pkg = JSON.parse(read(`packages/${dir}/package.json`)) as {
         name: string;
@@ -38,15 +38,39 @@ describe('the repository', () => {
         expect(statSync(bin).mode & 0o111).not.toBe(0);
         expect(existsSync(join(root, 'packages', dir, 'src', 'cli.ts'))).toBe(true);
       }
+      if (dir === 'stack') expect(Object.keys(pkg.bin ?? {})).toEqual(['vigil']);
     }
   });
 
-  it('keeps shared-types free of runtime dependencies', () => {
+  it('keeps shared-types to zod alone: a pure main entry, and a Node entry on built-ins only', () => {
     const pkg = JSON.parse(read('packages/shared-types/package.json')) as { dependencies?: object };
-    expect(pkg.dependencies ?? {}).toEqual({});
-    for (const f of readdirSync(join(root, 'packages/shared-types/src'))) {
+    expect(Object.keys(pkg.dependencies ?? {})).toEqual(['zod']);
+    const src = join(root, 'packages/shared-types/src');
+    for (const f of readdirSync(src).filter((n) => n.endsWith('.ts'))) {
       expect(read(`packages/shared-types/src/${f}`)).not.toMatch(/from 'node:|from "node:|require\(/);
     }
+    for (const f of readdirSync(join(src, 'node'))) {
+      const imports = [...read(`packages/shared-types/src/node/${f}`).matchAll(/^import (?!type ).*from '([^']+)'/gm)];
+      for (const [, from] of imports) expect(from).toMatch(/^(node:|\.)/);
+    }
+  });
+
+  it('has no source file over 450 lines, and no untyped JavaScript over 150 lines outside bench/ and tests', () => {
+    const walk = (dir: string): string[] =>
+      readdirSync(join(root, dir), { withFileTypes: true }).flatMap((e) => {
+        const p = `${dir}/${e.name}`;
+        if (e.isDirectory())
+          return ['node_modules', 'dist', 'bench', 'test', '.git', '.vigil'].includes(e.name) ? [] : walk(p);
+        return [p];
+      });
+    const lines = (p: string) => read(p).split('\n').length;
+    const tooLong = [
+      ...packages.flatMap((d) => walk(`packages/${d}/src`)).filter((p) => p.endsWith('.ts') && lines(p) > 450),
+      ...['packages', 'scripts', 'deploy', 'docker']
+        .flatMap((d) => walk(d))
+        .filter((p) => /\.(m|c)?js$/.test(p) && !p.includes('/bin/') && lines(p) > 150),
+    ];
+    expect(tooLong).toEqual([]);
   });
 
   it('says what docker/ and deploy/ will hold', () => {
