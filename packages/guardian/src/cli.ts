@@ -1,8 +1,9 @@
 import { ExitCode, envVarFor } from '@vigil/shared-types';
-import { Command, CommanderError, Option } from 'commander';
-import { ConfigFileError, loadConfig } from './config.js';
-import { StateBusyError } from './files.js';
-import { Guardian, NotConfiguredError, runLoop, StateFileError, type StatusReport } from './guardian.js';
+import { runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
+import { loadConfig } from './config.js';
+import { Guardian, type StatusReport } from './guardian.js';
+import { runLoop } from './loop.js';
 import { VERSION } from './version.js';
 
 const BIN = 'guardian';
@@ -71,15 +72,21 @@ program
   .action(async (o: { config: string }) => {
     const g = open(o.config);
     const stop = new AbortController();
-    let signals = 0;
-    const onSignal = () => {
-      if (++signals > 1) process.exit(ExitCode.FAILURE);
-      stop.abort();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
+    const loop = runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+    // SIGTERM/SIGINT: the tick under way ends (its probe aborted), then exit 0; a second signal
+    // exits 1 at once. When that tick ended otherwise (a person is needed: 2; an error), close
+    // does not return: this action sets the exit code and the process ends by itself.
+    stopOnSignals(
+      {
+        close: async () => {
+          stop.abort();
+          if ((await loop.catch(() => null)) !== ExitCode.OK) await new Promise(() => {});
+        },
+      },
+      { info: () => {}, error: () => {} },
+    );
     try {
-      const code = await runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+      const code = await loop;
       if (code === ExitCode.MANUAL) say(manualLine(g, o.config));
       process.exitCode = code;
     } finally {
@@ -164,26 +171,4 @@ program
     }
   });
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    // --help and --version end here with exit code 0; usage errors were already printed.
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else if (err instanceof ConfigFileError) {
-    say(err.message);
-    process.exitCode = ExitCode.CONFIG;
-  } else if (err instanceof StateFileError) {
-    say(err.message);
-    process.exitCode = ExitCode.MANUAL;
-  } else if (err instanceof StateBusyError) {
-    say(err.message);
-    process.exitCode = ExitCode.FAILURE;
-  } else if (err instanceof NotConfiguredError) {
-    say((err as Error).message);
-    process.exitCode = ExitCode.CONFIG;
-  } else {
-    say(err instanceof Error ? err.message : String(err));
-    process.exitCode = ExitCode.FAILURE;
-  }
-}
+await runCli(BIN, () => program.parseAsync(process.argv));

@@ -2,7 +2,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ConfigFileError, loadConfig, parseConfig } from '../src/config.js';
+import { loadConfig, parseConfig } from '../src/config.js';
+import { ConfigFileError } from '../src/errors.js';
 import { guardian, tmpDir, writeJson } from './helpers.js';
 
 const tmp = tmpDir();
@@ -71,9 +72,9 @@ describe('configuration', () => {
       ),
     ).toThrow(
       new Error(
-        'invalid configuration: alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, primary, fallback, alert); ' +
+        'invalid configuration: primary.htp: unknown key (known: agent, http, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
+          'alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, primary, fallback, alert); ' +
           'intervalS: expected a number, got "60"; maxRestarts: expected an integer, got 2.5; ' +
-          'primary.htp: unknown key (known: agent, http, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
           'primary.model: missing; primary.service.unit: required for systemd',
       ),
     );
