@@ -30,6 +30,13 @@ export function parseConfig(value: unknown, baseDir: string): GuardianConfig {
   return validateConfig(value, schema);
 }
 
+/** Why a configuration file could not be read, in an operator's words (else the system's message). */
+const READ_ERRORS: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file',
+  EISDIR: 'is a directory, not a file',
+  EACCES: 'permission denied',
+};
+
 /** Reads, parses and validates a configuration file; throws ConfigFileError with a clear message. */
 export function loadConfig(file: string): GuardianConfig {
   const path = resolve(file);
@@ -38,14 +45,7 @@ export function loadConfig(file: string): GuardianConfig {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why =
-      e.code === 'ENOENT'
-        ? 'no such file'
-        : e.code === 'EISDIR'
-          ? 'is a directory, not a file'
-          : e.code === 'EACCES'
-            ? 'permission denied'
-            : e.message;
+    const why = READ_ERRORS[e.code ?? ''] ?? e.message;
     throw new ConfigFileError(path, `cannot read the configuration: ${why}`);
   }
   let value: unknown;
