@@ -1,8 +1,9 @@
 import { ExitCode, envVarFor } from '@vigil/shared-types';
-import { Command, CommanderError, Option } from 'commander';
-import { ConfigFileError, loadConfig } from './config.js';
-import { StateBusyError } from './files.js';
-import { Guardian, NotConfiguredError, runLoop, StateFileError, type StatusReport } from './guardian.js';
+import { runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
+import { loadConfig } from './config.js';
+import { Guardian, type StatusReport } from './guardian.js';
+import { runLoop } from './loop.js';
 import { VERSION } from './version.js';
 
 const BIN = 'guardian';
@@ -14,8 +15,14 @@ const configOption = () =>
 
 const say = (msg: string) => process.stderr.write(`${BIN}: ${msg}\n`);
 
-function open(file: string): Guardian {
-  return new Guardian(loadConfig(file));
+/** Runs `fn` with the guardian of the configuration `file`, closed afterwards; `fn` gives the exit code. */
+async function withGuardian(file: string, fn: (g: Guardian) => Promise<number> | number): Promise<void> {
+  const g = new Guardian(loadConfig(file));
+  try {
+    process.exitCode = await fn(g);
+  } finally {
+    g.close();
+  }
 }
 
 /** The line a guardian that stops for a person prints (the log has the events). */
@@ -68,122 +75,91 @@ program
   .command('run')
   .description('probe every intervalS until stopped (SIGTERM/SIGINT: exit 0) or a person is needed (exit 2)')
   .addOption(configOption())
-  .action(async (o: { config: string }) => {
-    const g = open(o.config);
-    const stop = new AbortController();
-    let signals = 0;
-    const onSignal = () => {
-      if (++signals > 1) process.exit(ExitCode.FAILURE);
-      stop.abort();
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-    try {
-      const code = await runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+  .action((o: { config: string }) =>
+    withGuardian(o.config, async (g) => {
+      const stop = new AbortController();
+      const loop = runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+      // SIGTERM/SIGINT: the tick under way ends (its probe aborted), then exit 0; a second signal
+      // exits 1 at once. When that tick ended otherwise (a person is needed: 2; an error), close
+      // does not return: this action sets the exit code and the process ends by itself.
+      stopOnSignals(
+        {
+          close: async () => {
+            stop.abort();
+            if ((await loop.catch(() => null)) !== ExitCode.OK) await new Promise(() => {});
+          },
+        },
+        { info: () => {}, error: () => {} },
+      );
+      const code = await loop;
       if (code === ExitCode.MANUAL) say(manualLine(g, o.config));
-      process.exitCode = code;
-    } finally {
-      g.close();
-    }
-  });
+      return code;
+    }),
+  );
 
 program
   .command('tick')
   .description('one tick (for a timer): exit 0 when done, 2 when a person is needed')
   .addOption(configOption())
-  .action(async (o: { config: string }) => {
-    const g = open(o.config);
-    try {
+  .action((o: { config: string }) =>
+    withGuardian(o.config, async (g) => {
       const code = (await g.tick()) ?? ExitCode.OK;
       if (code === ExitCode.MANUAL) say(manualLine(g, o.config));
-      process.exitCode = code;
-    } finally {
-      g.close();
-    }
-  });
+      return code;
+    }),
+  );
 
 program
   .command('status')
   .description('the state: a short summary, or JSON with --json (exit 2 while alerting)')
   .addOption(configOption())
   .option('--json', 'print the state as one JSON object')
-  .action((o: { config: string; json?: boolean }) => {
-    const g = open(o.config);
-    const s = g.status();
-    process.stdout.write(
-      o.json ? `${JSON.stringify(s)}\n` : humanStatus(s, g.config.restartWindowS, g.config.circuitWindowS),
-    );
-    process.exitCode = s.alerting ? ExitCode.MANUAL : ExitCode.OK;
-    g.close();
-  });
+  .action((o: { config: string; json?: boolean }) =>
+    withGuardian(o.config, (g) => {
+      const s = g.status();
+      process.stdout.write(
+        o.json ? `${JSON.stringify(s)}\n` : humanStatus(s, g.config.restartWindowS, g.config.circuitWindowS),
+      );
+      return s.alerting ? ExitCode.MANUAL : ExitCode.OK;
+    }),
+  );
 
 program
   .command('restore')
   .description('swap back to the primary: verify it runs standalone, stop the fallback, remove the lock, start it')
   .addOption(configOption())
-  .action(async (o: { config: string }) => {
-    const g = open(o.config);
-    try {
+  .action((o: { config: string }) =>
+    withGuardian(o.config, async (g) => {
       const r = await g.restore();
       if (r.code === ExitCode.OK) process.stdout.write(`${r.message}\n`);
       else say(r.message);
-      process.exitCode = r.code;
-    } finally {
-      g.close();
-    }
-  });
+      return r.code;
+    }),
+  );
 
 program
   .command('reset')
   .description('clear the alerting state (rate limit, circuit breaker) after fixing the cause')
   .addOption(configOption())
-  .action(async (o: { config: string }) => {
-    const g = open(o.config);
-    try {
+  .action((o: { config: string }) =>
+    withGuardian(o.config, async (g) => {
       const r = await g.reset();
       process.stdout.write(`${r.message}\n`);
-      process.exitCode = r.code;
-    } finally {
-      g.close();
-    }
-  });
+      return r.code;
+    }),
+  );
 
 program
   .command('check-integrity')
   .description('check the primary binary now: exists, matches its manifest, codesign (exit 2 when not)')
   .addOption(configOption())
-  .action(async (o: { config: string }) => {
-    const g = open(o.config);
-    try {
+  .action((o: { config: string }) =>
+    withGuardian(o.config, async (g) => {
       const r = await g.checkIntegrity();
       if (r.result === 'ok') process.stdout.write(`ok: ${r.detail}\n`);
       else say(`${r.result === 'missing' ? 'binary missing' : 'integrity check failed'}: ${r.detail}`);
-      process.exitCode = r.result === 'ok' ? ExitCode.OK : ExitCode.MANUAL;
-    } finally {
-      g.close();
-    }
-  });
+      return r.result === 'ok' ? ExitCode.OK : ExitCode.MANUAL;
+    }),
+  );
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    // --help and --version end here with exit code 0; usage errors were already printed.
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else if (err instanceof ConfigFileError) {
-    say(err.message);
-    process.exitCode = ExitCode.CONFIG;
-  } else if (err instanceof StateFileError) {
-    say(err.message);
-    process.exitCode = ExitCode.MANUAL;
-  } else if (err instanceof StateBusyError) {
-    say(err.message);
-    process.exitCode = ExitCode.FAILURE;
-  } else if (err instanceof NotConfiguredError) {
-    say((err as Error).message);
-    process.exitCode = ExitCode.CONFIG;
-  } else {
-    say(err instanceof Error ? err.message : String(err));
-    process.exitCode = ExitCode.FAILURE;
-  }
-}
+await runCli(BIN, () => program.parseAsync(process.argv));

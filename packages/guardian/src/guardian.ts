@@ -3,19 +3,27 @@
  * and of both access logs, probes, the binary), asks `decide` what to do, performs the actions
  * (service manager, lock file, alerts), writes the events and keeps the state file.
  */
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { findFatalPattern, isSuccessLogLine, serviceArgv } from '@vigil/shared-types';
+import { findFatalPattern, isSuccessLogLine } from '@vigil/shared-types';
+import {
+  ensureDir,
+  fileExists,
+  RC_NOT_FOUND,
+  readTextOrNull,
+  removeFile,
+  runCommand,
+  runServiceAction,
+  writeFileAtomic,
+} from '@vigil/shared-types/node';
 import { sendAlert } from './alert.js';
-import { runCommand } from './command.js';
 import type { BackendConfig, GuardianConfig } from './config.js';
-import { acquireLock, fileExists, readTextOrNull, removeFile, writeFileAtomic } from './files.js';
+import { NotConfiguredError } from './errors.js';
 import { checkIntegrity, type IntegrityResult } from './integrity.js';
-import { endPosition, type LogPosition, readNewLines } from './logreader.js';
+import { endPosition, readNewLines } from './logreader.js';
 import {
   type Action,
-  type Alerting,
   type Decision,
   decide,
   type FatalFinding,
@@ -23,50 +31,12 @@ import {
   INITIAL_STATE,
   type MachineConfig,
   type MachineState,
+  machineConfigOf,
   type Observation,
   type Target,
 } from './machine.js';
 import { Prober } from './probe.js';
-
-export const STATE_VERSION = 1;
-
-/** The state file: the machine's state and what the shell remembers between ticks. */
-export interface StateFileData {
-  version: typeof STATE_VERSION;
-  machine: MachineState;
-  /** Read positions: `primary` (its log), `access:primary`, `access:fallback`. */
-  logs: Record<string, LogPosition | null>;
-  /**
-   * The guardian's own successful completions [start, end, backend] (Unix seconds) whose line in
-   * that backend's access log has not been read yet: that line is not a client's, so not "busy".
-   */
-  ownProbes: [number, number, Target][];
-  /** The latest success seen in either access log that was not a probe of ours. */
-  lastSuccessAt: number | null;
-  /** Unix seconds. */
-  updatedAt: number;
-}
-
-/** The state file exists but cannot be used (edited by hand, say): a person must look. */
-export class StateFileError extends Error {
-  readonly code = 'ESTATE';
-  constructor(
-    readonly path: string,
-    why: string,
-  ) {
-    super(`state file ${path} ${why}; fix it, or remove it to start afresh (its alerting state is then lost)`);
-    this.name = 'StateFileError';
-  }
-}
-
-/** An operation the configuration does not give what it needs (exit 78). */
-export class NotConfiguredError extends Error {
-  readonly code = 'ENOTCONFIGURED';
-  constructor(message: string) {
-    super(message);
-    this.name = 'NotConfiguredError';
-  }
-}
+import { StateFile, type StateFileData } from './state-file.js';
 
 export interface GuardianOptions {
   /** Where event lines go when the configuration has no logFile (default: stdout). */
@@ -95,79 +65,13 @@ export interface StatusReport {
 const nowS = () => Date.now() / 1000;
 const LINE_CHARS = 500;
 
-function freshState(): StateFileData {
-  return {
-    version: STATE_VERSION,
-    machine: INITIAL_STATE,
-    logs: {},
-    ownProbes: [],
-    lastSuccessAt: null,
-    updatedAt: nowS(),
-  };
-}
-
-const isNum = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
-const isNumOrNull = (v: unknown) => v === null || isNum(v);
-
-/** Parses and checks a state file's text. */
-export function parseState(path: string, text: string): StateFileData {
-  let v: Partial<Record<keyof StateFileData, unknown>>;
-  try {
-    v = JSON.parse(text) as typeof v;
-  } catch (err) {
-    throw new StateFileError(path, `is not valid JSON (${(err as Error).message})`);
-  }
-  if (typeof v !== 'object' || v === null || v.version !== STATE_VERSION) {
-    throw new StateFileError(path, `is not a guardian state file of version ${STATE_VERSION}`);
-  }
-  const m = { ...INITIAL_STATE, ...(typeof v.machine === 'object' && v.machine !== null ? v.machine : {}) };
-  const alerting = m.alerting as unknown;
-  const ok =
-    (m.mode === 'primary' || m.mode === 'fallback') &&
-    Number.isInteger(m.consecutive) &&
-    m.consecutive >= 0 &&
-    isNumOrNull(m.lastFailureAt) &&
-    Array.isArray(m.restarts) &&
-    m.restarts.every(isNum) &&
-    typeof m.causes === 'object' &&
-    m.causes !== null &&
-    Object.values(m.causes).every(isNum) &&
-    Array.isArray(m.plan) &&
-    (alerting === null ||
-      (typeof alerting === 'object' &&
-        typeof (alerting as Alerting).reason === 'string' &&
-        isNum((alerting as Alerting).since))) &&
-    [m.lastProbeAt, m.lastOkAt, m.lastModelListAt, m.lastCanaryAt, m.lastIntegrityAt].every(isNumOrNull);
-  if (!ok) throw new StateFileError(path, 'has fields of the wrong type');
-  const logs = typeof v.logs === 'object' && v.logs !== null ? (v.logs as StateFileData['logs']) : {};
-  const ownProbes = Array.isArray(v.ownProbes)
-    ? (v.ownProbes as unknown[]).filter(
-        (p): p is [number, number, Target] =>
-          Array.isArray(p) &&
-          p.length === 3 &&
-          isNum(p[0]) &&
-          isNum(p[1]) &&
-          (p[2] === 'primary' || p[2] === 'fallback'),
-      )
-    : [];
-  return {
-    version: STATE_VERSION,
-    machine: { ...m, plan: [] },
-    logs,
-    ownProbes,
-    lastSuccessAt: isNum(v.lastSuccessAt) ? (v.lastSuccessAt as number) : null,
-    updatedAt: isNum(v.updatedAt) ? (v.updatedAt as number) : nowS(),
-  };
-}
-
 export class Guardian {
   readonly machineConfig: MachineConfig;
   /** The probes (public for the benchmark, which times them). */
   readonly prober: Prober;
   private readonly out: (line: string) => void;
   private readonly env: NodeJS.ProcessEnv;
-  /** The state as last read or written, without updatedAt: an unchanged state is not written again. */
-  private lastSaved: string | null = null;
+  private readonly state: StateFile;
   private logDirMade = false;
 
   constructor(
@@ -183,6 +87,7 @@ export class Guardian {
     });
     this.out = options.out ?? ((line) => process.stdout.write(`${line}\n`));
     this.env = options.env ?? process.env;
+    this.state = new StateFile(config.stateFile);
   }
 
   close(): void {
@@ -208,7 +113,7 @@ export class Guardian {
       } else if (primary.binary && !fileExists(primary.binary)) {
         detail = `the primary binary ${primary.binary} does not exist`;
       } else {
-        const r = await runCommand(argv, primary.standaloneTimeoutS * 1000, this.env);
+        const r = await runCommand(argv, primary.standaloneTimeoutS * 1000, { env: this.env });
         verified = r.rc === 0;
         detail = `${argv.join(' ')} exited with ${r.rc}${r.detail ? `: ${r.detail}` : ''}`;
       }
@@ -245,8 +150,7 @@ export class Guardian {
 
   /** The state as the files say (no lock needed: they are written atomically). */
   status(): StatusReport {
-    const text = readTextOrNull(this.config.stateFile);
-    const data = text === null ? null : parseState(this.config.stateFile, text);
+    const data = this.state.peek();
     const m = data?.machine ?? INITIAL_STATE;
     const lockText = readTextOrNull(this.config.lockFile);
     let lock: unknown = null;
@@ -282,15 +186,13 @@ export class Guardian {
   private async locked<T>(fn: (data: StateFileData) => Promise<T>): Promise<T> {
     const c = this.config;
     const worstTickS = c.probeBudgetS * 3 + c.commandTimeoutS * 3 + c.primary.standaloneTimeoutS + 30;
-    const release = await acquireLock(`${c.stateFile}.lock`, worstTickS * 1000, worstTickS * 1000);
+    const release = await this.state.lock(worstTickS * 1000, worstTickS * 1000);
     try {
-      const text = readTextOrNull(c.stateFile);
-      const data = text === null ? freshState() : parseState(c.stateFile, text);
-      this.lastSaved = text === null ? null : bodyOf(data);
+      const data = this.state.read();
       try {
         return await fn(data);
       } finally {
-        this.save(data);
+        this.state.save(data);
       }
     } finally {
       release();
@@ -306,7 +208,7 @@ export class Guardian {
       data.machine = d.state;
       this.writeEvents(d.events, now);
       // Write-ahead: what the machine decided is on disk before anything it decided is done.
-      if (d.actions.some((a) => a.type !== 'probe' && a.type !== 'integrity') || d.exit !== null) this.save(data);
+      if (d.actions.some((a) => a.type !== 'probe' && a.type !== 'integrity') || d.exit !== null) this.state.save(data);
       observation = null;
       for (const action of d.actions) {
         if (signal?.aborted && action.type === 'probe') break;
@@ -343,22 +245,23 @@ export class Guardian {
         return { type: 'integrity', ...(await this.integrity()) };
       case 'service': {
         const backend = this.backendOrNull(action.target);
-        const argv = backend ? serviceArgv(backend.service, action.op, process.getuid?.() ?? 0) : null;
-        const r = argv
-          ? await runCommand(argv, c.commandTimeoutS * 1000, this.env)
-          : { rc: 127, detail: `no ${action.op} command is configured for the ${action.target} backend` };
+        const r = backend
+          ? await runServiceAction(backend.service, action.op, c.commandTimeoutS * 1000, { env: this.env })
+          : null;
+        // No command for the action: rc 127, as a command that is not found.
+        const missing = `no ${action.op} command is configured for the ${action.target} backend`;
         return {
           type: 'service',
           op: action.op,
           target: action.target,
           purpose: action.purpose,
-          rc: r.rc,
-          detail: r.detail,
+          rc: r?.rc ?? RC_NOT_FOUND,
+          detail: r?.argv ? r.detail : missing,
         };
       }
       case 'write_lock': {
         const lock = { ...action.lock, since_iso: new Date(action.lock.since * 1000).toISOString(), pid: process.pid };
-        writeFileAtomic(c.lockFile, `${JSON.stringify(lock, null, 2)}\n`, 0o644, true);
+        writeFileAtomic(c.lockFile, `${JSON.stringify(lock, null, 2)}\n`, { mode: 0o644 });
         return null;
       }
       case 'remove_lock':
@@ -466,83 +369,15 @@ export class Guardian {
       return;
     }
     if (!this.logDirMade) {
-      mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+      ensureDir(dirname(file));
       this.logDirMade = true;
     }
     // One write per batch, appended: a line is never half-written, and a rotated log is followed.
     appendFileSync(file, `${lines.join('\n')}\n`, { mode: 0o640 });
   }
-
-  private save(data: StateFileData): void {
-    const body = bodyOf(data);
-    if (body === this.lastSaved) return;
-    data.updatedAt = nowS();
-    writeFileAtomic(this.config.stateFile, `${JSON.stringify(data)}\n`, 0o600);
-    this.lastSaved = body;
-  }
-}
-
-function bodyOf(data: StateFileData): string {
-  const { updatedAt: _, ...rest } = data;
-  return JSON.stringify(rest);
 }
 
 function excerptLine(text: string): string {
   const one = text.trim();
   return one.length > LINE_CHARS ? `${one.slice(0, LINE_CHARS - 1)}…` : one;
-}
-
-export function machineConfigOf(c: GuardianConfig): MachineConfig {
-  return {
-    busyWindowS: c.busyWindowS,
-    failuresBeforeRestart: c.failuresBeforeRestart,
-    maxRestarts: c.maxRestarts,
-    restartWindowS: c.restartWindowS,
-    modelListIntervalS: c.modelListIntervalS,
-    canaryIntervalS: c.canaryIntervalS,
-    integrityIntervalS: c.integrityIntervalS,
-    circuitBreakerCauses: c.circuitBreakerCauses,
-    circuitWindowS: c.circuitWindowS,
-    agents: { primary: c.primary.agent, fallback: c.fallback?.agent ?? null },
-    integrity: c.primary.binary !== undefined,
-  };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  if (ms <= 0) return new Promise((resolve) => setImmediate(resolve));
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const t = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
-/**
- * The loop of `guardian run`: a tick every intervalS (measured from the start of each tick; a tick
- * that overran is followed at once). Returns the exit code: 2 when a person is needed, 0 when
- * `signal` stopped it. A tick that finds another guardian updating the state is skipped.
- */
-export async function runLoop(
-  guardian: Guardian,
-  signal: AbortSignal,
-  onSkip: (err: Error) => void = () => {},
-): Promise<number> {
-  const intervalMs = guardian.config.intervalS * 1000;
-  while (!signal.aborted) {
-    const started = performance.now();
-    try {
-      const exit = await guardian.tick(signal);
-      if (exit !== null) return exit;
-    } catch (err) {
-      if ((err as { code?: string }).code !== 'EBUSY') throw err;
-      onSkip(err as Error);
-    }
-    await sleep(intervalMs - (performance.now() - started), signal);
-  }
-  return 0;
 }

@@ -3,37 +3,23 @@
  * rate-limits restarts, falls back to a second backend, and says when a person is needed.
  *
  * `decide` (machine.ts) is the pure state machine; `Guardian` (guardian.ts) the shell that
- * observes and acts; `cli.ts` the command line.
+ * observes and acts; state-file.ts its state; loop.ts `guardian run`; `cli.ts` the command line.
  */
 
 export { type AlertOutcome, sendAlert } from './alert.js';
-export { type CommandResult, runCommand } from './command.js';
 export {
   type AlertConfig,
   type BackendConfig,
-  CONFIG_SCHEMA,
-  ConfigFileError,
-  EXTRA_DEFAULTS,
   type GuardianConfig,
   loadConfig,
   type PrimaryConfig,
   parseConfig,
 } from './config.js';
-export { acquireLock, StateBusyError, writeFileAtomic } from './files.js';
-export {
-  Guardian,
-  type GuardianOptions,
-  machineConfigOf,
-  NotConfiguredError,
-  parseState,
-  runLoop,
-  STATE_VERSION,
-  type StateFileData,
-  StateFileError,
-  type StatusReport,
-} from './guardian.js';
-export { checkIntegrity, type IntegrityResult, manifestDigest, sha256File } from './integrity.js';
-export { endPosition, type LogLine, type LogPosition, type LogRead, lineTime, readNewLines } from './logreader.js';
+export { ConfigFileError, NotConfiguredError, StateBusyError, StateFileError } from './errors.js';
+export { Guardian, type GuardianOptions, type StatusReport } from './guardian.js';
+export { checkIntegrity, type IntegrityResult, sha256File } from './integrity.js';
+export { endPosition, type LogLine, type LogPosition, type LogRead, readNewLines } from './logreader.js';
+export { runLoop } from './loop.js';
 export {
   type Action,
   type Alerting,
@@ -44,8 +30,10 @@ export {
   type GuardianEvent,
   INITIAL_STATE,
   type LockRecord,
+  MACHINE_LIMITS,
   type MachineConfig,
   type MachineState,
+  machineConfigOf,
   OBSERVING_ACTIONS,
   type Observation,
   type ProbeKind,
@@ -54,4 +42,5 @@ export {
   type Target,
 } from './machine.js';
 export { classifyError, excerpt, judgeReply, type ProbeResult, Prober, type ProbeTarget } from './probe.js';
+export { freshState, parseState, STATE_VERSION, StateFile, type StateFileData } from './state-file.js';
 export { VERSION } from './version.js';

@@ -5,6 +5,7 @@
  * file that does not exist yet, and a last line still being written (read again next time).
  */
 import { open, stat } from 'node:fs/promises';
+import { lineTime } from '@vigil/shared-types';
 
 export interface LogPosition {
   readonly dev: number;
@@ -34,45 +35,6 @@ export interface ReadOptions {
   readonly tailBytes?: number;
   /** Most bytes read at once; beyond, the oldest are skipped (what is recent is at the end). */
   readonly maxBytes?: number;
-}
-
-const MONTHS: Record<string, number> = {
-  Jan: 0,
-  Feb: 1,
-  Mar: 2,
-  Apr: 3,
-  May: 4,
-  Jun: 5,
-  Jul: 6,
-  Aug: 7,
-  Sep: 8,
-  Oct: 9,
-  Nov: 10,
-  Dec: 11,
-};
-
-/**
- * The timestamp a log line carries, in Unix seconds, or null: a JSON line's numeric `ts` (vigil's
- * logs; milliseconds are recognised), an ISO-8601 time, or the `[22/Nov/2025 10:15:01]` of
- * Python's http.server (local time).
- */
-export function lineTime(line: string): number | null {
-  const json = /"ts"\s*:\s*(\d+(?:\.\d+)?)/.exec(line);
-  if (json) {
-    const n = Number(json[1]);
-    return n > 1e11 ? n / 1000 : n;
-  }
-  const iso = /\b(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)/.exec(line);
-  if (iso) {
-    const t = Date.parse(iso[1]!.replace(' ', 'T'));
-    if (Number.isFinite(t)) return t / 1000;
-  }
-  const py = /\[(\d{2})\/([A-Z][a-z]{2})\/(\d{4})[ :](\d{2}):(\d{2}):(\d{2})/.exec(line);
-  if (py && MONTHS[py[2]!] !== undefined) {
-    const d = new Date(Number(py[3]), MONTHS[py[2]!]!, Number(py[1]), Number(py[4]), Number(py[5]), Number(py[6]));
-    return d.getTime() / 1000;
-  }
-  return null;
 }
 
 const DEFAULT_TAIL = 64 * 1024;

@@ -1,8 +1,10 @@
 /** The configuration file: defaults (the spec's numbers), clear errors, paths relative to the file. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ConfigFileError, loadConfig, parseConfig } from '../src/config.js';
+import { guardianConfigSchema, z } from '@vigil/shared-types';
+import { loadConfig, parseConfig } from '../src/config.js';
+import { ConfigFileError } from '../src/errors.js';
 import { guardian, tmpDir, writeJson } from './helpers.js';
 
 const tmp = tmpDir();
@@ -71,9 +73,9 @@ describe('configuration', () => {
       ),
     ).toThrow(
       new Error(
-        'invalid configuration: alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, primary, fallback, alert); ' +
+        'invalid configuration: primary.htp: unknown key (known: agent, http, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
+          'alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, primary, fallback, alert); ' +
           'intervalS: expected a number, got "60"; maxRestarts: expected an integer, got 2.5; ' +
-          'primary.htp: unknown key (known: agent, http, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
           'primary.model: missing; primary.service.unit: required for systemd',
       ),
     );
@@ -113,6 +115,36 @@ describe('configuration', () => {
     expect(() => loadConfig(join(tmp.dir, 'adir'))).toThrow('is a directory, not a file');
     writeFileSync(join(tmp.dir, 'bad.json'), '{"intervalS": 60,');
     expect(() => loadConfig(join(tmp.dir, 'bad.json'))).toThrow(/bad\.json: not valid JSON: /);
+  });
+});
+
+describe('the README', () => {
+  it('lists every key of the configuration schema, with its default', () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Configuration'), readme.indexOf('\n## Files'));
+    const rows = new Map(
+      [...section.matchAll(/^\| `([\w.]+)` \| ([^|]*) \|/gm)].map((m) => [m[1]!, m[2]!.trim()] as const),
+    );
+    const shape = (s: z.ZodType): Record<string, z.ZodType> =>
+      s instanceof z.ZodOptional ? shape(s.unwrap() as z.ZodType) : (s as z.ZodObject).shape;
+    const top = shape(guardianConfigSchema().in as z.ZodType);
+    const keys = Object.keys(top).flatMap((k) =>
+      ['primary', 'fallback', 'alert'].includes(k) ? [k, ...Object.keys(shape(top[k]!)).map((n) => `${k}.${n}`)] : [k],
+    );
+    expect(keys.filter((k) => !rows.has(k))).toEqual([]);
+    const c = parseConfig({ ...minimal, alert: { rpc: '127.0.0.1:8080', recipient: ['+1'] } }, '/');
+    const defaults: Record<string, unknown> = {
+      ...c,
+      ...Object.fromEntries(Object.entries(c.primary).map(([k, v]) => [`primary.${k}`, v])),
+      ...Object.fromEntries(Object.entries(c.alert!).map(([k, v]) => [`alert.${k}`, v])),
+    };
+    for (const key of keys) {
+      const d = defaults[key];
+      if (typeof d === 'number' || typeof d === 'boolean') expect(`${key}: ${rows.get(key)}`).toBe(`${key}: ${d}`);
+      if (typeof d === 'string' && key !== 'primary.model' && key !== 'primary.agent') {
+        expect(`${key}: ${rows.get(key)}`).toContain(d.replace(/^\//, ''));
+      }
+    }
   });
 });
 

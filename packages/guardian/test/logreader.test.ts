@@ -2,7 +2,8 @@
 import { appendFileSync, renameSync, rmSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { endPosition, lineTime, readNewLines } from '../src/logreader.js';
+import { lineTime } from '@vigil/shared-types';
+import { endPosition, readNewLines } from '../src/logreader.js';
 import { tmpDir } from './helpers.js';
 
 const tmp = tmpDir();

@@ -2,6 +2,7 @@ export * from './config.js';
 export * from './errors.js';
 export * from './framing.js';
 export * from './guardian.js';
+export * from './guardian-config.js';
 export * from './health.js';
 export * from './health-config.js';
 export * from './inference.js';

@@ -1,0 +1,153 @@
+/**
+ * The guardian's configuration file, declared once: this schema gives its TypeScript type, its
+ * validation (every problem at once, with its path), its defaults (the limits of spec 8) and its
+ * messages. The guardian reads the file with it; the stack and the installers write it.
+ *
+ * Paths in the file may be relative: `guardianConfigSchema(resolvePath)` resolves each through
+ * `resolvePath` (the guardian passes one that resolves against the file's own directory); the
+ * schema itself does no I/O.
+ */
+import { addressSchema, serviceManagerSchema, strictObject, z } from './config.js';
+import { GUARDIAN_DEFAULTS } from './guardian.js';
+import { formatHostPort, INFERENCE_HTTP } from './net.js';
+import type { ServiceManagerConfig } from './service.js';
+
+/** Defaults of the guardian's keys that are not limits of spec 8 (those are GUARDIAN_DEFAULTS). */
+export const GUARDIAN_CONFIG_DEFAULTS = {
+  circuitWindowS: 3600,
+  recentLogS: 300,
+  commandTimeoutS: 30,
+  probePrompt: 'ping',
+  canaryPrompt: 'Reply with one word: hello.',
+  canaryMaxTokens: 16,
+  stateFile: 'guardian-state.json',
+  lockFile: 'inference-fallback.lock',
+  standaloneTimeoutS: 30,
+  alertTimeoutS: 5,
+} as const;
+
+/** Seconds, 0 allowed (a cadence of 0 is "off", an interval of 0 "back to back"). */
+const seconds = (def: number) => z.number().min(0).default(def);
+/** Seconds that must be more than 0 (a limit, a window). */
+const positive = (def: number) => z.number().min(0.001).default(def);
+/** A count, at least 1. */
+const count = (def: number) => z.number().int().min(1).default(def);
+const text = () => z.string().min(1);
+const argv = () => z.array(z.string()).min(1, 'must not be empty');
+
+/** A service manager whose `command` argvs, when given, are not empty. */
+const service = serviceManagerSchema.superRefine((s, ctx) => {
+  if (s.kind !== 'command') return;
+  for (const action of ['restart', 'stop', 'start'] as const) {
+    if (s[action]?.length === 0) ctx.addIssue({ code: 'custom', path: [action], message: 'must not be empty' });
+  }
+});
+
+/** The label events give a backend when the file names none: the launchd label, the systemd unit, or its role. */
+function defaultAgent(s: ServiceManagerConfig, role: 'primary' | 'fallback'): string {
+  return s.kind === 'launchd' ? s.label : s.kind === 'systemd' ? s.unit : role;
+}
+
+/** The schema of the guardian's configuration file; `resolvePath` maps each path as written. */
+export function guardianConfigSchema(resolvePath: (path: string) => string = (p) => p) {
+  const path = () => text().transform((p) => resolvePath(p));
+
+  const primary = strictObject({
+    /** The label events give it (default: the launchd label, the systemd unit, or `primary`). */
+    agent: text().optional(),
+    /** Its plain HTTP listener. */
+    http: addressSchema.prefault(formatHostPort(INFERENCE_HTTP)),
+    /** The model id probes ask for. */
+    model: text(),
+    service,
+    /** Its access log: lines of successful completions defer probes (busy detection). */
+    accessLog: path().optional(),
+    /** Its log, scanned for fatal patterns. */
+    log: path().optional(),
+    /** The binary the integrity check verifies. */
+    binary: path().optional(),
+    /** A sha256 manifest of the binary (inference-server's manifest JSON, or `sha256sum` lines). */
+    manifest: path().optional(),
+    /** Also run `codesign --verify --strict` on the binary (macOS). */
+    codesign: z.boolean().default(false),
+    /** The argv `restore` runs to prove the binary works standalone (must exit 0). */
+    standalone: argv().optional(),
+    standaloneTimeoutS: positive(GUARDIAN_CONFIG_DEFAULTS.standaloneTimeoutS),
+  }).superRefine((p, ctx) => {
+    for (const key of ['manifest', 'codesign'] as const) {
+      if (p[key] && p.binary === undefined) {
+        ctx.addIssue({ code: 'custom', path: [key], message: 'needs primary.binary' });
+      }
+    }
+  });
+
+  /** A fallback backend: its address and model default to the primary's. */
+  const fallback = strictObject({
+    agent: text().optional(),
+    http: addressSchema.optional(),
+    model: text().optional(),
+    service,
+    accessLog: path().optional(),
+  });
+
+  const alert = strictObject({
+    /** The messaging daemon's HTTP listener (JSON-RPC at /api/v1/rpc). */
+    rpc: addressSchema,
+    recipient: z.array(text()).min(1, 'must not be empty'),
+    /** The sending account, for a daemon serving several (signal-cli's multi-account mode). */
+    account: text().optional(),
+    timeoutS: positive(GUARDIAN_CONFIG_DEFAULTS.alertTimeoutS),
+  });
+
+  const D = GUARDIAN_DEFAULTS;
+  const E = GUARDIAN_CONFIG_DEFAULTS;
+  return strictObject({
+    intervalS: seconds(D.intervalS),
+    probeBudgetS: positive(D.probeBudgetS),
+    busyWindowS: seconds(D.busyWindowS),
+    failuresBeforeRestart: count(D.failuresBeforeRestart),
+    maxRestarts: count(D.maxRestarts),
+    restartWindowS: positive(D.restartWindowS),
+    modelListIntervalS: seconds(D.modelListIntervalS),
+    canaryIntervalS: seconds(D.canaryIntervalS),
+    integrityIntervalS: seconds(D.integrityIntervalS),
+    circuitBreakerCauses: count(D.circuitBreakerCauses),
+    circuitWindowS: positive(E.circuitWindowS),
+    recentLogS: seconds(E.recentLogS),
+    commandTimeoutS: positive(E.commandTimeoutS),
+    probePrompt: text().default(E.probePrompt),
+    canaryPrompt: text().default(E.canaryPrompt),
+    canaryMaxTokens: count(E.canaryMaxTokens),
+    stateFile: path().prefault(E.stateFile),
+    lockFile: path().prefault(E.lockFile),
+    /** The event log; absent: standard output. */
+    logFile: path().optional(),
+    primary,
+    fallback: fallback.optional(),
+    alert: alert.optional(),
+  }).transform((c, ctx) => {
+    // The defaults that depend on other keys: the agents, the fallback's address and model.
+    const p = { ...c.primary, agent: c.primary.agent ?? defaultAgent(c.primary.service, 'primary') };
+    const f = c.fallback && {
+      ...c.fallback,
+      agent: c.fallback.agent ?? defaultAgent(c.fallback.service, 'fallback'),
+      http: c.fallback.http ?? p.http,
+      model: c.fallback.model ?? p.model,
+    };
+    if (f && f.agent === p.agent) {
+      ctx.addIssue({ code: 'custom', path: ['fallback', 'agent'], message: 'must differ from the primary agent' });
+    }
+    const { fallback: _, ...rest } = c;
+    return { ...rest, primary: p, ...(f ? { fallback: f } : {}) };
+  });
+}
+
+export type GuardianConfigSchema = ReturnType<typeof guardianConfigSchema>;
+/** The configuration as the guardian uses it: defaults filled, addresses parsed, paths resolved. */
+export type GuardianConfig = z.output<GuardianConfigSchema>;
+/** The configuration as written in the file. */
+export type GuardianConfigFile = z.input<GuardianConfigSchema>;
+export type GuardianPrimaryConfig = GuardianConfig['primary'];
+/** What the guardian needs of either backend (the fallback's keys). */
+export type GuardianBackendConfig = Pick<GuardianPrimaryConfig, 'agent' | 'http' | 'model' | 'service' | 'accessLog'>;
+export type GuardianAlertConfig = NonNullable<GuardianConfig['alert']>;
