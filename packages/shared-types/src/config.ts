@@ -142,3 +142,6 @@ export function validateConfig<S extends z.ZodType>(value: unknown, schema: S, f
   if (r.success) return r.data;
   throw new ConfigValidationError(configProblems(r.error), file);
 }
+
+/** A service manager as written in a configuration file. */
+export type ServiceManagerFile = z.input<typeof serviceManagerSchema>;

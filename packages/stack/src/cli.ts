@@ -5,10 +5,10 @@
  */
 import { runCli } from '@vigil/shared-types/node';
 import { Command } from 'commander';
+import { logsCommand, restartCommand, startCommand, statusCommand, stopCommand } from './commands.js';
 import { everyCommand } from './container/every.js';
 import { livenessCommand } from './container/liveness.js';
 import { installCommand, uninstallCommand } from './deploy/command.js';
-import { logsCommand, restartCommand, startCommand, statusCommand, stopCommand } from './commands.js';
 import { DEFAULT_HOME, rel } from './paths.js';
 import { VERSION } from './version.js';
 

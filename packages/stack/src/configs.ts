@@ -3,56 +3,19 @@
  * health.json under the home, rewritten on each start). Their service manager is `vigil` itself:
  * `vigil --home HOME restart|stop|start SERVICE` through the supervisor's control socket.
  */
-import type { ServiceManagerConfig } from '@vigil/shared-types';
+import type { GuardianConfigFile, HealthConfigFile, ServiceManagerFile } from '@vigil/shared-types';
 import { writeFileAtomic } from '@vigil/shared-types/node';
 import { hp } from './config.js';
 import { binOf, type HomePaths, NODE, VIGIL_BIN } from './paths.js';
 import type { ServiceName, StackPlan } from './services.js';
 
 /** The `command` service manager of one of the stack's services. */
-export function managerOf(paths: HomePaths, service: ServiceName): ServiceManagerConfig {
+export function managerOf(paths: HomePaths, service: ServiceName): ServiceManagerFile {
   const vigil = (action: string) => [NODE, VIGIL_BIN, '--home', paths.home, action, service];
   return { kind: 'command', restart: vigil('restart'), stop: vigil('stop'), start: vigil('start') };
 }
 
-/** The keys of the guardian's configuration this stack sets (the rest keep the guardian's defaults). */
-export interface StackGuardianConfig {
-  readonly intervalS: number;
-  readonly stateFile: string;
-  readonly lockFile: string;
-  readonly logFile: string;
-  readonly primary: {
-    readonly agent: string;
-    readonly http: string;
-    readonly model: string;
-    readonly service: ServiceManagerConfig;
-    readonly accessLog: string;
-    readonly log: string;
-    readonly binary: string;
-    readonly standalone: readonly string[];
-  };
-  readonly fallback: {
-    readonly agent: string;
-    readonly http: string;
-    readonly model: string;
-    readonly service: ServiceManagerConfig;
-    readonly accessLog: string;
-  };
-}
-
-/** The keys of the health check's configuration this stack sets. */
-export interface StackHealthConfig {
-  readonly daemon: {
-    readonly http: string;
-    readonly processMatch: readonly string[];
-    readonly service: ServiceManagerConfig;
-    readonly log: string;
-  };
-  readonly relay: { readonly link: string; readonly service: ServiceManagerConfig };
-  readonly healthLog: string;
-}
-
-export function guardianConfigOf(plan: StackPlan, paths: HomePaths): StackGuardianConfig {
+export function guardianConfigOf(plan: StackPlan, paths: HomePaths): GuardianConfigFile {
   return {
     intervalS: plan.guardianInterval,
     stateFile: paths.guardianState,
@@ -78,7 +41,7 @@ export function guardianConfigOf(plan: StackPlan, paths: HomePaths): StackGuardi
   };
 }
 
-export function healthConfigOf(plan: StackPlan, paths: HomePaths): StackHealthConfig {
+export function healthConfigOf(plan: StackPlan, paths: HomePaths): HealthConfigFile {
   return {
     daemon: {
       http: hp(plan.daemonHttp),

@@ -35,7 +35,7 @@ export async function install(o: InstallOptions, loc: Locations): Promise<Deploy
   if (!rendered.defaultModel && !fileExists(rendered.model)) {
     throw new ConfigError(`--model ${rendered.model} does not exist`);
   }
-  const validated = await validateConfigs(o, rendered.files);
+  const validated = validateConfigs(rendered.files);
   const files: PlannedFile[] = rendered.files.map((f) => {
     const old = readTextOrNull(f.path);
     return { ...f, action: old === null ? 'create' : old === f.content ? 'unchanged' : 'update' };

@@ -5,8 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { ConfigError } from '@vigil/shared-types';
+import { ConfigError, guardianConfigSchema, healthConfigSchema, validateConfig } from '@vigil/shared-types';
 import {
   BINARIES,
   CHECKOUT,
@@ -206,44 +205,21 @@ export function renderAll(o: InstallOptions, loc: Locations): Rendered {
   return { files, model, modelId, defaultModel: o.model === undefined };
 }
 
-interface ConfigModule {
-  parseConfig?: (value: unknown, dir: string) => unknown;
-  resolveConfig?: (value: unknown) => unknown;
-}
-
 /**
- * Validates the rendered configurations with the packages' own validators, when they are built
- * (the stack depends on no other service: their `dist/config.js` is loaded from the checkout).
- * Returns the files it validated.
+ * Validates the rendered configurations with the schemas the guardian and the health check read
+ * them with (declared once, in shared-types). Returns the files it validated.
  */
-export async function validateConfigs(o: InstallOptions, files: readonly RenderedFile[]): Promise<string[]> {
+export function validateConfigs(files: readonly RenderedFile[]): string[] {
   const checked: string[] = [];
-  const load = async (pkg: string): Promise<ConfigModule | null> => {
-    const file = join(o.root, 'packages', pkg, 'dist', 'config.js');
-    if (!existsSync(file)) return null;
-    try {
-      return (await import(pathToFileURL(file).href)) as ConfigModule;
-    } catch {
-      return null;
-    }
-  };
-  const guardian = await load('guardian');
-  const health = await load('health-check');
   for (const f of files) {
     if (!f.config) continue;
-    const value: unknown = JSON.parse(f.content);
+    const schema = f.config === 'guardian' ? guardianConfigSchema() : healthConfigSchema(dirname(f.path));
     try {
-      if (f.config === 'guardian' && typeof guardian?.parseConfig === 'function') {
-        guardian.parseConfig(value, dirname(f.path));
-        checked.push(f.path);
-      }
-      if (f.config === 'health' && typeof health?.resolveConfig === 'function') {
-        health.resolveConfig(value);
-        checked.push(f.path);
-      }
+      validateConfig(JSON.parse(f.content), schema, f.path);
     } catch (err) {
       throw new ConfigError(`${f.path} would not be a valid configuration: ${(err as Error).message}`);
     }
+    checked.push(f.path);
   }
   return checked;
 }
