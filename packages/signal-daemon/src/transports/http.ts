@@ -1,11 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Logger } from '@vigil/shared-types';
 import {
   DAEMON_PATHS,
   type DaemonStatus,
   decodeLine,
   failure,
-  isLoopbackHost,
-  isWildcardHost,
+  hostAllowed,
   parseMessage,
   RpcErrorCode,
   rpcError,
@@ -13,7 +13,6 @@ import {
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 import type { Dispatcher, Invoke } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
@@ -56,7 +55,7 @@ export class HttpTransport {
   }
 
   private route(req: IncomingMessage, res: ServerResponse): void {
-    if (!this.hostAllowed(req.headers.host)) {
+    if (!hostAllowed(req.headers.host, this.o.bindHost)) {
       plain(res, 421, 'Misdirected Request: this daemon answers only to its own address or a loopback name');
       req.resume();
       return;
@@ -79,12 +78,6 @@ export class HttpTransport {
   }
 
   /** DNS-rebinding protection: a page in a browser cannot reach the daemon under a foreign name. */
-  private hostAllowed(host: string | undefined): boolean {
-    if (host === undefined || isWildcardHost(this.o.bindHost)) return true;
-    const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
-    return isLoopbackHost(name) || name.toLowerCase() === this.o.bindHost.toLowerCase();
-  }
-
   private rpc(req: IncomingMessage, res: ServerResponse): void {
     const type = req.headers['content-type'] ?? '';
     if (!type.toLowerCase().startsWith(JSON_TYPE)) {

@@ -1,4 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Logger } from '@vigil/shared-types';
 import {
   decodeLine,
   type Frame,
@@ -11,7 +12,6 @@ import {
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 import type { Dispatcher, Invoke, Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
