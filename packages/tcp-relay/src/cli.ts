@@ -1,16 +1,19 @@
 import {
-  ExitCode,
   envVarFor,
   formatHostPort,
   parseHostPort,
   RELAY_LISTEN,
   RELAY_REFUSED_METHODS,
   RELAY_TARGET,
+  SERVICE_LOG_LEVELS,
+  type ServiceLogLevel,
+  splitList,
 } from '@vigil/shared-types';
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { createServiceLogger, runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import winston from 'winston';
 import { defaultAllow, parseCidr } from './cidr.js';
-import { createLogger, LOG_LEVELS, type LogLevel } from './logger.js';
-import { BindError, startRelay } from './relay.js';
+import { startRelay } from './relay.js';
 import { VERSION } from './version.js';
 
 const BIN = 'tcp-relay';
@@ -55,12 +58,7 @@ const program = new Command(BIN)
   )
   .addOption(
     opt('--allow <cidrs>', "sources allowed, comma-separated CIDRs (default: the link's /24 and loopback)").argParser(
-      parsed((t) =>
-        t
-          .split(',')
-          .filter((x) => x.trim())
-          .map(parseCidr),
-      ),
+      parsed((t) => splitList(t).map(parseCidr)),
     ),
   )
   .addOption(opt('--max-connections <n>', 'most guest connections at once').argParser(count).default(64))
@@ -93,21 +91,17 @@ const program = new Command(BIN)
       .argParser(seconds)
       .default(2),
   )
-  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
-    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const logger = createServiceLogger(winston, {
+      level: o.logLevel as ServiceLogLevel,
+      file: o.logFile,
+      service: BIN,
+    });
     const filter = String(o.filter).trim();
-    const refuse =
-      filter === 'off'
-        ? null
-        : filter === 'default'
-          ? RELAY_REFUSED_METHODS
-          : filter
-              .split(',')
-              .map((m) => m.trim())
-              .filter(Boolean);
+    const refuse = filter === 'off' ? null : filter === 'default' ? RELAY_REFUSED_METHODS : splitList(filter);
     const relay = await startRelay({
       listen: o.listen,
       target: o.target,
@@ -122,32 +116,7 @@ const program = new Command(BIN)
       shutdownGraceMs: o.shutdownGrace * 1000,
       logger,
     });
-    let signals = 0;
-    const stop = (signal: string) => {
-      if (++signals > 1) process.exit(ExitCode.FAILURE);
-      logger.info('stopping', { signal });
-      relay
-        .close()
-        .then(
-          () => ExitCode.OK,
-          () => ExitCode.FAILURE,
-        )
-        .then(async (code) => {
-          await logger.close?.(); // the last lines reach the log file
-          process.exit(code);
-        });
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    stopOnSignals(relay, logger);
   });
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else {
-    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = err instanceof BindError ? ExitCode.FAILURE : ExitCode.CONFIG;
-  }
-}
+await runCli(BIN, () => program.parseAsync(process.argv));
