@@ -5,6 +5,7 @@ export * from './guardian.js';
 export * from './health.js';
 export * from './inference.js';
 export * from './jsonrpc.js';
+export * from './limits.js';
 export * from './log.js';
 export * from './manifest.js';
 export * from './messaging.js';
