@@ -1,6 +1,6 @@
-import { envVarFor, parseListen, SERVICE_LOG_LEVELS, type ServiceLogLevel, splitList } from '@vigil/shared-types';
-import { createServiceLogger, runCli, stopOnSignals } from '@vigil/shared-types/node';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/shared-types';
+import { createServiceLogger, flagParser, intFlag, runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
 import winston from 'winston';
 import { DEFAULTS } from './config.js';
 import { start } from './daemon.js';
@@ -8,18 +8,7 @@ import { VERSION } from './version.js';
 
 const BIN = 'signal-daemon';
 
-const int = (min: number) => (text: string) => {
-  const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || n < min) throw new InvalidArgumentError(`expected an integer of at least ${min}`);
-  return n;
-};
-const listenAddr = (text: string) => {
-  try {
-    return parseListen(text);
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
-  }
-};
+const listenAddr = flagParser((text) => parseListen(text));
 const opt = (flags: string, description: string) => {
   const o = new Option(flags, description);
   return o.env(envVarFor(BIN, o.long ?? flags));
@@ -52,7 +41,7 @@ const program = new Command(BIN)
   )
   .addOption(
     opt('--call-timeout <s>', 'signal-cli backend: a call not answered in this time fails with -3')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.signalCli.callTimeoutMs / 1000),
   )
   .addOption(
@@ -75,43 +64,39 @@ const program = new Command(BIN)
   )
   .addOption(
     opt('--max-request-bytes <n>', 'largest HTTP body or TCP line')
-      .argParser(int(64))
+      .argParser(intFlag(64))
       .default(DEFAULTS.maxRequestBytes),
   )
   .addOption(opt('--allow-non-loopback', 'allow listening on addresses other than loopback'))
   .addOption(opt('--profile-name <name>', 'the name other accounts see (default: the number)'))
   .addOption(
     opt('--retention-hours <n>', 'keep incoming messages for SSE replay this long')
-      .argParser(int(0))
+      .argParser(intFlag(0))
       .default(DEFAULTS.retentionHours),
   )
   .addOption(
-    opt('--retention-messages <n>', 'and at most this many').argParser(int(1)).default(DEFAULTS.retentionMessages),
+    opt('--retention-messages <n>', 'and at most this many').argParser(intFlag(1)).default(DEFAULTS.retentionMessages),
   )
   .addOption(
     opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.linkTimeoutMs / 1000),
   )
   .addOption(
     opt('--shutdown-grace <s>', 'on SIGTERM, how long calls under way may take to finish')
-      .argParser(int(0))
+      .argParser(intFlag(0))
       .default(DEFAULTS.shutdownGraceMs / 1000),
   )
   .addOption(
     opt('--max-connections <n>', 'most TCP connections, and most SSE streams')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.maxConnections),
   )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
-    const logger = createServiceLogger(winston, {
-      level: o.logLevel as ServiceLogLevel,
-      file: o.logFile,
-      service: BIN,
-    });
+    const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const daemon = await start({
       account: o.account,
       backend: o.backend,

@@ -6,11 +6,10 @@ import {
   RELAY_REFUSED_METHODS,
   RELAY_TARGET,
   SERVICE_LOG_LEVELS,
-  type ServiceLogLevel,
   splitList,
 } from '@vigil/shared-types';
-import { createServiceLogger, runCli, stopOnSignals } from '@vigil/shared-types/node';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
 import winston from 'winston';
 import { defaultAllow, parseCidr } from './cidr.js';
 import { startRelay } from './relay.js';
@@ -18,25 +17,8 @@ import { VERSION } from './version.js';
 
 const BIN = 'tcp-relay';
 
-const parsed =
-  <T>(parse: (text: string) => T) =>
-  (text: string): T => {
-    try {
-      return parse(text);
-    } catch (err) {
-      throw new InvalidArgumentError((err as Error).message);
-    }
-  };
-const seconds = (text: string) => {
-  const n = Number(text);
-  if (text.trim() === '' || !Number.isFinite(n) || n < 0)
-    throw new InvalidArgumentError('expected a number of seconds');
-  return n;
-};
-const count = (text: string) => {
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new InvalidArgumentError('expected a positive integer');
-  return Number(text);
-};
+const seconds = secondsFlag(0, 'expected a number of seconds');
+const count = intFlag(1, 'expected a positive integer');
 const opt = (flags: string, description: string) => {
   const o = new Option(flags, description);
   return o.env(envVarFor(BIN, o.long ?? flags));
@@ -48,17 +30,17 @@ const program = new Command(BIN)
   .helpOption('-h, --help', 'print this help and exit')
   .addOption(
     opt('--listen <addr>', 'where guests connect (the link address)')
-      .argParser(parsed((t) => parseHostPort(t)))
+      .argParser(flagParser((t) => parseHostPort(t)))
       .default(RELAY_LISTEN, formatHostPort(RELAY_LISTEN)),
   )
   .addOption(
     opt('--target <addr>', "the daemon's TCP listener")
-      .argParser(parsed((t) => parseHostPort(t)))
+      .argParser(flagParser((t) => parseHostPort(t)))
       .default(RELAY_TARGET, formatHostPort(RELAY_TARGET)),
   )
   .addOption(
     opt('--allow <cidrs>', "sources allowed, comma-separated CIDRs (default: the link's /24 and loopback)").argParser(
-      parsed((t) => splitList(t).map(parseCidr)),
+      flagParser((t) => splitList(t).map(parseCidr)),
     ),
   )
   .addOption(opt('--max-connections <n>', 'most guest connections at once').argParser(count).default(64))
@@ -95,11 +77,7 @@ const program = new Command(BIN)
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
-    const logger = createServiceLogger(winston, {
-      level: o.logLevel as ServiceLogLevel,
-      file: o.logFile,
-      service: BIN,
-    });
+    const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const filter = String(o.filter).trim();
     const refuse = filter === 'off' ? null : filter === 'default' ? RELAY_REFUSED_METHODS : splitList(filter);
     const relay = await startRelay({

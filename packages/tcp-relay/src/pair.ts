@@ -1,5 +1,5 @@
 import { connect as netConnect, type Socket } from 'node:net';
-import { type Frame, failure, LineFramer, RpcErrorCode, rpcError } from '@vigil/shared-types';
+import { type Frame, LineFramer, requestTooLarge } from '@vigil/shared-types';
 import type { MethodFilter, Verdict } from './filter.js';
 import type { RelayConfig } from './relay.js';
 
@@ -179,12 +179,7 @@ export class Pair {
     const clean = chunk !== undefined && frames.length > 1 && this.filter!.noRefusedName(chunk);
     for (const frame of frames) {
       if (frame.kind === 'oversize') {
-        this.inject(
-          failure(
-            null,
-            rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: a line may hold at most ${frame.limit} bytes`),
-          ),
-        );
+        this.inject(requestTooLarge('line', frame.limit));
         continue;
       }
       const inside =

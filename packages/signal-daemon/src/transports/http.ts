@@ -1,13 +1,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Logger } from '@vigil/shared-types';
 import {
   DAEMON_PATHS,
   type DaemonStatus,
   decodeLine,
-  failure,
   hostAllowed,
+  type Logger,
   parseMessage,
   RpcErrorCode,
+  requestTooLarge,
   rpcError,
   SSE_KEEPALIVE_S,
   SSE_RECEIVE_EVENT,
@@ -87,12 +87,7 @@ export class HttpTransport {
     }
     const max = this.o.maxRequestBytes;
     const tooLarge = () => {
-      const body = JSON.stringify(
-        failure(
-          null,
-          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: the body may hold at most ${max} bytes`),
-        ),
-      );
+      const body = JSON.stringify(requestTooLarge('body', max));
       res.writeHead(413, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
       res.end(body);
       req.resume(); // discard the rest without keeping it

@@ -1,13 +1,14 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import type { Logger } from '@vigil/shared-types';
 import {
   decodeLine,
   type Frame,
   failure,
   LineFramer,
+  type Logger,
   parseMessage,
   RECEIVE_NOTIFICATION,
   RpcErrorCode,
+  requestTooLarge,
   rpcError,
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
@@ -86,12 +87,7 @@ export class TcpConnection {
 
   private handle(frame: Frame): void {
     if (frame.kind === 'oversize') {
-      this.write(
-        failure(
-          null,
-          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: a line may hold at most ${frame.limit} bytes`),
-        ),
-      );
+      this.write(requestTooLarge('line', frame.limit));
       return;
     }
     const text = decodeLine(frame.bytes);
