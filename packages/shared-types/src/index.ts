@@ -7,6 +7,7 @@ export * from './health.js';
 export * from './health-config.js';
 export * from './inference.js';
 export * from './jsonrpc.js';
+export * from './limits.js';
 export * from './log.js';
 export * from './manifest.js';
 export * from './messaging.js';

@@ -1,28 +1,26 @@
-import { ExitCode, envVarFor, parseListen } from '@vigil/shared-types';
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/shared-types';
+import { createServiceLogger, flagParser, intFlag, runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
+import winston from 'winston';
 import { DEFAULTS } from './config.js';
-import { ConfigError, start } from './index.js';
-import { createLogger, LOG_LEVELS, type LogLevel } from './logger.js';
+import { start } from './daemon.js';
 import { VERSION } from './version.js';
 
 const BIN = 'signal-daemon';
 
-const int = (min: number) => (text: string) => {
-  const n = Number(text);
-  if (!/^\d+$/.test(text.trim()) || n < min) throw new InvalidArgumentError(`expected an integer of at least ${min}`);
-  return n;
-};
-const listenAddr = (text: string) => {
-  try {
-    return parseListen(text);
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
-  }
-};
+const listenAddr = flagParser((text) => parseListen(text));
 const opt = (flags: string, description: string) => {
   const o = new Option(flags, description);
   return o.env(envVarFor(BIN, o.long ?? flags));
 };
+
+/**
+ * Each --signal-cli-arg is one argument. From the environment the whole list is one string, split
+ * on commas and white space (the project's one convention for list-valued variables): an argument
+ * that itself holds a space or a comma can only be given with the flag.
+ */
+const signalCliArgs = (flags: string[] | undefined): string[] =>
+  program.getOptionValueSource('signalCliArg') === 'env' ? (flags ?? []).flatMap(splitList) : (flags ?? []);
 
 const program = new Command(BIN)
   .description('Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.')
@@ -43,7 +41,7 @@ const program = new Command(BIN)
   )
   .addOption(
     opt('--call-timeout <s>', 'signal-cli backend: a call not answered in this time fails with -3')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.signalCli.callTimeoutMs / 1000),
   )
   .addOption(
@@ -66,39 +64,39 @@ const program = new Command(BIN)
   )
   .addOption(
     opt('--max-request-bytes <n>', 'largest HTTP body or TCP line')
-      .argParser(int(64))
+      .argParser(intFlag(64))
       .default(DEFAULTS.maxRequestBytes),
   )
   .addOption(opt('--allow-non-loopback', 'allow listening on addresses other than loopback'))
   .addOption(opt('--profile-name <name>', 'the name other accounts see (default: the number)'))
   .addOption(
     opt('--retention-hours <n>', 'keep incoming messages for SSE replay this long')
-      .argParser(int(0))
+      .argParser(intFlag(0))
       .default(DEFAULTS.retentionHours),
   )
   .addOption(
-    opt('--retention-messages <n>', 'and at most this many').argParser(int(1)).default(DEFAULTS.retentionMessages),
+    opt('--retention-messages <n>', 'and at most this many').argParser(intFlag(1)).default(DEFAULTS.retentionMessages),
   )
   .addOption(
     opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.linkTimeoutMs / 1000),
   )
   .addOption(
     opt('--shutdown-grace <s>', 'on SIGTERM, how long calls under way may take to finish')
-      .argParser(int(0))
+      .argParser(intFlag(0))
       .default(DEFAULTS.shutdownGraceMs / 1000),
   )
   .addOption(
     opt('--max-connections <n>', 'most TCP connections, and most SSE streams')
-      .argParser(int(1))
+      .argParser(intFlag(1))
       .default(DEFAULTS.maxConnections),
   )
-  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
-    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const daemon = await start({
       account: o.account,
       backend: o.backend,
@@ -118,45 +116,12 @@ const program = new Command(BIN)
       signalCli: {
         program: o.signalCli,
         configDir: o.signalCliConfig,
-        // From the environment the list is one string: split it on whitespace.
-        extraArgs:
-          typeof o.signalCliArg === 'string' ? o.signalCliArg.split(/\s+/).filter(Boolean) : (o.signalCliArg ?? []),
+        extraArgs: signalCliArgs(o.signalCliArg),
         callTimeoutMs: o.callTimeout * 1000,
       },
       logger,
     });
-    let signals = 0;
-    const stop = (signal: string) => {
-      signals += 1;
-      if (signals > 1) process.exit(ExitCode.FAILURE); // a second signal: now
-      logger.info('stopping', { signal });
-      daemon
-        .close()
-        .then(
-          () => ExitCode.OK,
-          (err) => {
-            logger.error('shutdown failed', { error: String(err) });
-            return ExitCode.FAILURE;
-          },
-        )
-        .then(async (code) => {
-          await logger.close?.(); // the last lines reach the log file
-          process.exit(code);
-        });
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    stopOnSignals(daemon, logger);
   });
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    // --help and --version end here with exit code 0; usage errors were already printed.
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else {
-    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
-    // A configuration error will not go away by itself (78); a port in use may (1).
-    process.exitCode = err instanceof ConfigError ? ExitCode.CONFIG : ExitCode.FAILURE;
-  }
-}
+await runCli(BIN, () => program.parseAsync(process.argv));

@@ -1,5 +1,6 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { Logger } from '@vigil/shared-types';
 import {
   DAEMON_HTTP,
   DAEMON_TCP,
@@ -9,7 +10,6 @@ import {
   isWildcardHost,
 } from '@vigil/shared-types';
 import { ConfigError } from './errors.js';
-import type { Logger } from './logger.js';
 
 export type BackendKind = 'local' | 'signal-cli';
 export type ReceiveMode = 'on-start' | 'manual';

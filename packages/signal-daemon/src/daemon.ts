@@ -1,19 +1,19 @@
-import { mkdirSync } from 'node:fs';
-import type { AddressInfo, Server } from 'node:net';
 import { join } from 'node:path';
 import {
   type DaemonStatus,
   formatHostPort,
   type HostPort,
+  type Logger,
   RpcErrorCode,
   SEND_SUCCEEDED_LOG,
 } from '@vigil/shared-types';
+import { closeServer, createServiceLogger, ensureDir, listen } from '@vigil/shared-types/node';
+import winston from 'winston';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
 import { ConfigError, invalidParams, RpcFailure } from './errors.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
-import { createLogger, type Logger } from './logger.js';
 import { asParams, optInt } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
@@ -38,52 +38,15 @@ export interface DaemonHandle {
   close(): Promise<void>;
 }
 
-/** A listen failure, with the operator's words: "address already in use: 127.0.0.1:8080". */
-export class ListenError extends Error {
-  readonly code: string;
-  constructor(what: string, addr: HostPort, cause: NodeJS.ErrnoException) {
-    const reason =
-      cause.code === 'EADDRINUSE'
-        ? 'address already in use'
-        : cause.code === 'EADDRNOTAVAIL'
-          ? 'address not available on this host'
-          : cause.code === 'EACCES'
-            ? 'permission denied'
-            : (cause.message ?? String(cause));
-    super(`cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`);
-    this.name = 'ListenError';
-    this.code = cause.code ?? 'ELISTEN';
-  }
-}
-
-function listen(server: Server, addr: HostPort, what: string): Promise<HostPort> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => reject(new ListenError(what, addr, err));
-    server.once('error', onError);
-    server.listen({ host: addr.host, port: addr.port, exclusive: true }, () => {
-      server.off('error', onError);
-      const a = server.address() as AddressInfo;
-      resolve({ host: a.address, port: a.port });
-    });
-  });
-}
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    if (!server.listening) return resolve();
-    server.close(() => resolve());
-  });
-}
-
 /** Starts a daemon: its backend, inbox and listeners. Rejects with ConfigError or ListenError. */
 export async function start(
   options: DaemonOptions & { logger?: Logger; sseKeepaliveMs?: number },
 ): Promise<DaemonHandle> {
-  const logger = options.logger ?? createLogger({ level: 'info', service: 'signal-daemon' });
+  const logger = options.logger ?? createServiceLogger(winston, { level: 'info', service: 'signal-daemon' });
   const config = resolveConfig(options, logger);
   const startedAt = Date.now();
   try {
-    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    ensureDir(config.dataDir);
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }

@@ -1,3 +1,4 @@
+import type { Logger } from '@vigil/shared-types';
 import {
   failure,
   type Incoming,
@@ -8,7 +9,6 @@ import {
   success,
 } from '@vigil/shared-types';
 import { RpcFailure } from './errors.js';
-import type { Logger } from './logger.js';
 
 /** Calls one method; throws RpcFailure (or anything else, which becomes -32603). */
 export type Invoke = (method: string, params: unknown) => Promise<unknown>;

@@ -1,10 +1,10 @@
-import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { ensureDir } from '@vigil/shared-types/node';
 import Database from 'better-sqlite3';
 
 /** Opens (creating if needed) a SQLite file the way vigil uses them: WAL, shared by processes. */
 export function openDatabase(file: string): Database.Database {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  ensureDir(dirname(file));
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   // NORMAL in WAL mode: a commit survives a crash of the process (kill -9); only a power loss

@@ -298,3 +298,27 @@ describe('signal-cli backend, daemon restarts and shutdown', () => {
     }
   }, 30_000);
 });
+
+describe('signal-cli backend, arguments from the environment', () => {
+  it('splits SIGNAL_DAEMON_SIGNAL_CLI_ARG on commas and white space, one argument each', async () => {
+    const tmp = tmpDir();
+    const argsFile = join(tmp.dir, 'args.json');
+    const p = await spawnDaemon(
+      ['--account', A, '--backend', 'signal-cli', '--signal-cli', FAKE, '--http', ':0', '--tcp', 'off'],
+      {
+        SIGNAL_DAEMON_DATA_DIR: join(tmp.dir, 'data'),
+        SIGNAL_DAEMON_SIGNAL_CLI_ARG: `--trust-new-identities always, --fake-args-file=${argsFile}`,
+      },
+    );
+    try {
+      await until('serving', async () => (await checkStatus(p)) === 200);
+      const args = JSON.parse(readFileSync(argsFile, 'utf8')) as string[];
+      expect(args.slice(-4)).toEqual(['--trust-new-identities', 'always', `--fake-args-file=${argsFile}`, 'jsonRpc']);
+      p.child.kill('SIGTERM');
+      expect(await exited(p.child)).toEqual({ code: 0, signal: null });
+    } finally {
+      p.child.kill('SIGKILL');
+      tmp.cleanup();
+    }
+  }, 30_000);
+});

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { CidrError } from './errors.js';
 
 /** An address range: IPv4 or IPv6 network and prefix length. */
 export interface Cidr {
@@ -31,11 +32,12 @@ function v6bits(addr: string): bigint {
 export function parseCidr(text: string): Cidr {
   const [addr, len, extra] = text.trim().split('/');
   const family = isIP(addr ?? '');
-  if (!addr || family === 0 || extra !== undefined) throw new Error(`invalid CIDR "${text}": expected ADDRESS/PREFIX`);
+  if (!addr || family === 0 || extra !== undefined)
+    throw new CidrError(`invalid CIDR "${text}": expected ADDRESS/PREFIX`);
   const max = family === 4 ? 32 : 128;
   const prefix = len === undefined ? max : Number(len);
   if (!/^\d+$/.test(len ?? String(max)) || prefix > max) {
-    throw new Error(`invalid CIDR "${text}": prefix must be 0 to ${max}`);
+    throw new CidrError(`invalid CIDR "${text}": prefix must be 0 to ${max}`);
   }
   const bits = family === 4 ? v4bits(addr) : v6bits(addr);
   return { text: text.trim(), family: family as 4 | 6, bits: mask(bits, prefix, max), prefix };

@@ -1,39 +1,24 @@
 import {
-  ExitCode,
   envVarFor,
   formatHostPort,
   parseHostPort,
   RELAY_LISTEN,
   RELAY_REFUSED_METHODS,
   RELAY_TARGET,
+  SERVICE_LOG_LEVELS,
+  splitList,
 } from '@vigil/shared-types';
-import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
+import { Command, Option } from 'commander';
+import winston from 'winston';
 import { defaultAllow, parseCidr } from './cidr.js';
-import { createLogger, LOG_LEVELS, type LogLevel } from './logger.js';
-import { BindError, startRelay } from './relay.js';
+import { startRelay } from './relay.js';
 import { VERSION } from './version.js';
 
 const BIN = 'tcp-relay';
 
-const parsed =
-  <T>(parse: (text: string) => T) =>
-  (text: string): T => {
-    try {
-      return parse(text);
-    } catch (err) {
-      throw new InvalidArgumentError((err as Error).message);
-    }
-  };
-const seconds = (text: string) => {
-  const n = Number(text);
-  if (text.trim() === '' || !Number.isFinite(n) || n < 0)
-    throw new InvalidArgumentError('expected a number of seconds');
-  return n;
-};
-const count = (text: string) => {
-  if (!/^\d+$/.test(text.trim()) || Number(text) < 1) throw new InvalidArgumentError('expected a positive integer');
-  return Number(text);
-};
+const seconds = secondsFlag(0, 'expected a number of seconds');
+const count = intFlag(1, 'expected a positive integer');
 const opt = (flags: string, description: string) => {
   const o = new Option(flags, description);
   return o.env(envVarFor(BIN, o.long ?? flags));
@@ -45,22 +30,17 @@ const program = new Command(BIN)
   .helpOption('-h, --help', 'print this help and exit')
   .addOption(
     opt('--listen <addr>', 'where guests connect (the link address)')
-      .argParser(parsed((t) => parseHostPort(t)))
+      .argParser(flagParser((t) => parseHostPort(t)))
       .default(RELAY_LISTEN, formatHostPort(RELAY_LISTEN)),
   )
   .addOption(
     opt('--target <addr>', "the daemon's TCP listener")
-      .argParser(parsed((t) => parseHostPort(t)))
+      .argParser(flagParser((t) => parseHostPort(t)))
       .default(RELAY_TARGET, formatHostPort(RELAY_TARGET)),
   )
   .addOption(
     opt('--allow <cidrs>', "sources allowed, comma-separated CIDRs (default: the link's /24 and loopback)").argParser(
-      parsed((t) =>
-        t
-          .split(',')
-          .filter((x) => x.trim())
-          .map(parseCidr),
-      ),
+      flagParser((t) => splitList(t).map(parseCidr)),
     ),
   )
   .addOption(opt('--max-connections <n>', 'most guest connections at once').argParser(count).default(64))
@@ -93,21 +73,13 @@ const program = new Command(BIN)
       .argParser(seconds)
       .default(2),
   )
-  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
+  .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
-    const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const filter = String(o.filter).trim();
-    const refuse =
-      filter === 'off'
-        ? null
-        : filter === 'default'
-          ? RELAY_REFUSED_METHODS
-          : filter
-              .split(',')
-              .map((m) => m.trim())
-              .filter(Boolean);
+    const refuse = filter === 'off' ? null : filter === 'default' ? RELAY_REFUSED_METHODS : splitList(filter);
     const relay = await startRelay({
       listen: o.listen,
       target: o.target,
@@ -122,32 +94,7 @@ const program = new Command(BIN)
       shutdownGraceMs: o.shutdownGrace * 1000,
       logger,
     });
-    let signals = 0;
-    const stop = (signal: string) => {
-      if (++signals > 1) process.exit(ExitCode.FAILURE);
-      logger.info('stopping', { signal });
-      relay
-        .close()
-        .then(
-          () => ExitCode.OK,
-          () => ExitCode.FAILURE,
-        )
-        .then(async (code) => {
-          await logger.close?.(); // the last lines reach the log file
-          process.exit(code);
-        });
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    stopOnSignals(relay, logger);
   });
 
-try {
-  await program.parseAsync(process.argv);
-} catch (err) {
-  if (err instanceof CommanderError) {
-    process.exitCode = err.exitCode === 0 ? ExitCode.OK : ExitCode.CONFIG;
-  } else {
-    process.stderr.write(`${BIN}: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = err instanceof BindError ? ExitCode.FAILURE : ExitCode.CONFIG;
-  }
-}
+await runCli(BIN, () => program.parseAsync(process.argv));

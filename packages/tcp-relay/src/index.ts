@@ -4,7 +4,7 @@
  * guest from taking over the account.
  */
 export { allowed, type Cidr, defaultAllow, parseCidr } from './cidr.js';
+export { BindError, CidrError } from './errors.js';
 export { MethodFilter, REFUSED_CODE, type Verdict } from './filter.js';
-export { createLogger } from './logger.js';
-export { BindError, type RelayConfig, type RelayHandle, type RelayState, startRelay as start } from './relay.js';
+export { type RelayConfig, type RelayHandle, type RelayState, startRelay as start } from './relay.js';
 export { VERSION } from './version.js';

@@ -1,9 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { Worker } from 'node:worker_threads';
 import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 import { openDatabase } from '../sqlite.js';
+import { startCheckpointer, WAL_LIMIT_BYTES } from './checkpoint.js';
+import {
+  type AccountRow,
+  type AttachmentRow,
+  createSchema,
+  type GroupMember,
+  type GroupRow,
+  type LinkRow,
+} from './schema.js';
+import { LockedWriter } from './writes.js';
+
+export type { AccountRow, AttachmentRow, GroupMember, GroupRow, LinkRow };
 
 /**
  * The local network: one SQLite file (WAL) shared by every daemon of the user. It holds the
@@ -12,160 +22,23 @@ import { openDatabase } from '../sqlite.js';
  * write is a short IMMEDIATE transaction and readers wait up to `busy_timeout` for a writer.
  */
 
-const SCHEMA_VERSION = 1;
-const CHECKPOINT_MS = 1000;
-const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
 const BUSY_TIMEOUT_MS = 5000;
-
-/**
- * The checkpointer's thread: its own connection to the file, a PASSIVE checkpoint every second
- * and a TRUNCATE (waiting at most 10 ms for readers) once the WAL is over the limit. It ends when
- * told to, or with the process (the thread does not keep it alive).
- */
-const CHECKPOINTER = `
-const { workerData, parentPort } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.file);
-db.pragma('busy_timeout = 0');
-const pageSize = db.pragma('page_size', { simple: true });
-const timer = setInterval(() => {
-  try {
-    const [r] = db.pragma('wal_checkpoint(PASSIVE)');
-    if (r && r.log * pageSize > workerData.walLimit) {
-      db.pragma('busy_timeout = 10');
-      try { db.pragma('wal_checkpoint(TRUNCATE)'); } finally { db.pragma('busy_timeout = 0'); }
-    }
-  } catch {}
-}, workerData.intervalMs);
-parentPort.once('message', () => {
-  clearInterval(timer);
-  db.close();
-  parentPort.close();
-});
-`;
-
-function startCheckpointer(file: string, fallback: () => void): { stop(): void } {
-  const inLoop = () => {
-    const t = setInterval(fallback, CHECKPOINT_MS);
-    t.unref();
-    return { stop: () => clearInterval(t) };
-  };
-  let worker: Worker;
-  try {
-    worker = new Worker(CHECKPOINTER, {
-      eval: true,
-      workerData: {
-        file,
-        driver: createRequire(import.meta.url).resolve('better-sqlite3'),
-        intervalMs: CHECKPOINT_MS,
-        walLimit: WAL_LIMIT_BYTES,
-      },
-    });
-  } catch {
-    return inLoop();
-  }
-  worker.unref();
-  let local: { stop(): void } | null = null;
-  let stopped = false;
-  worker.once('error', () => {
-    if (!stopped) local = inLoop();
-  });
-  return {
-    stop: () => {
-      stopped = true;
-      local?.stop();
-      worker.postMessage('stop');
-    },
-  };
-}
-
-const isBusy = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
-
-export interface AccountRow {
-  readonly number: string;
-  readonly uuid: string;
-  readonly profileName: string;
-}
-
-export interface GroupRow {
-  readonly id: string;
-  readonly name: string;
-  readonly description: string | null;
-  readonly revision: number;
-}
-
-export interface GroupMember {
-  readonly number: string;
-  readonly uuid: string;
-  readonly admin: boolean;
-}
-
-export interface LinkRow {
-  readonly uuid: string;
-  readonly pubKey: string;
-  readonly requester: string;
-  readonly deviceName: string | null;
-  readonly primaryNumber: string | null;
-  readonly createdAt: number;
-  readonly acceptedAt: number | null;
-}
-
-export interface AttachmentRow {
-  readonly id: string;
-  readonly contentType: string;
-  readonly filename: string | null;
-  readonly data: Buffer;
-}
 
 export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
   private readonly checkpointer: { stop(): void };
-  private writesWaiting = 0;
-  private writeQueue: Promise<void> = Promise.resolve();
-  private readonly pageSize: number;
+  private readonly writer: LockedWriter;
 
   constructor(readonly file: string) {
     this.db = openDatabase(file);
-    this.pageSize = this.db.pragma('page_size', { simple: true }) as number;
-    // Several daemons write this file all the time, so SQLite's automatic checkpoint rarely
-    // completes and is retried, with fsyncs, at nearly every commit; and readers that never all
-    // stop keep the WAL from ever starting over. Instead each daemon checkpoints once a second:
-    // passively, and with a truncation (at most 10 ms of waiting for readers) once the WAL is large;
-    // from a worker thread with a connection of its own, so that the checkpoint's page writes and
-    // fsyncs (tens of ms) never stop the event loop. Where a worker cannot start, here.
+    // Checkpoints are this package's own (see checkpoint.ts), not SQLite's automatic ones.
     this.db.pragma('wal_autocheckpoint = 0');
     this.db.pragma(`journal_size_limit = ${WAL_LIMIT_BYTES}`);
-    this.checkpointer = startCheckpointer(file, () => this.checkpoint());
-    this.db.exec(`
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS accounts (
-        number TEXT PRIMARY KEY, uuid TEXT NOT NULL UNIQUE, profile_name TEXT NOT NULL,
-        registered_at INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS mailbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, recipient TEXT NOT NULL, envelope TEXT NOT NULL,
-        created_at INTEGER NOT NULL);
-      CREATE INDEX IF NOT EXISTS mailbox_by_recipient ON mailbox (recipient, id);
-      CREATE TABLE IF NOT EXISTS contacts (
-        owner TEXT NOT NULL, number TEXT NOT NULL, blocked INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (owner, number)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS groups (
-        id TEXT PRIMARY KEY, name TEXT NOT NULL, description TEXT, revision INTEGER NOT NULL DEFAULT 0,
-        created_by TEXT NOT NULL, created_at INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS group_members (
-        group_id TEXT NOT NULL REFERENCES groups (id), number TEXT NOT NULL, admin INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (group_id, number)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS group_blocks (
-        owner TEXT NOT NULL, group_id TEXT NOT NULL, PRIMARY KEY (owner, group_id)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS links (
-        uuid TEXT PRIMARY KEY, pub_key TEXT NOT NULL, requester TEXT NOT NULL, device_name TEXT,
-        primary_number TEXT, created_at INTEGER NOT NULL, accepted_at INTEGER);
-      CREATE TABLE IF NOT EXISTS attachments (
-        id TEXT PRIMARY KEY, content_type TEXT NOT NULL, filename TEXT, data BLOB NOT NULL,
-        created_at INTEGER NOT NULL);
-    `);
-    this.db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)").run(String(SCHEMA_VERSION));
+    this.checkpointer = startCheckpointer(file, this.db, BUSY_TIMEOUT_MS);
+    createSchema(this.db);
+    this.writer = new LockedWriter(this.db, BUSY_TIMEOUT_MS);
     const db = this.db;
     this.s = {
       account: db.prepare('SELECT number, uuid, profile_name AS profileName FROM accounts WHERE number = ?'),
@@ -264,52 +137,9 @@ export class NetworkStore {
     });
   }
 
-  /**
-   * Runs a write that needs the file's write lock. SQLite's own wait for a lock held by another
-   * process sleeps on the event loop (1, 2, 5, 10… ms at a time); here a busy lock is tried again
-   * after a yield or a 1 ms timer instead, so the daemon goes on answering meanwhile, for up to
-   * the busy timeout. Writes queue behind one that waits, so they commit in order.
-   */
+  /** Runs a write that needs the file's write lock (see writes.ts); writes commit in order. */
   write(fn: () => void): Promise<void> {
-    if (this.writesWaiting === 0) {
-      try {
-        this.tryWrite(fn);
-        return Promise.resolve();
-      } catch (err) {
-        if (!isBusy(err)) return Promise.reject(err);
-      }
-    }
-    this.writesWaiting += 1;
-    const done = this.writeQueue
-      .then(() => this.retryWrite(fn))
-      .finally(() => {
-        this.writesWaiting -= 1;
-      });
-    this.writeQueue = done.catch(() => {});
-    return done;
-  }
-
-  private tryWrite(fn: () => void): void {
-    // A PRAGMA acts when it is prepared, so it cannot be a prepared statement run again.
-    this.db.pragma('busy_timeout = 0');
-    try {
-      fn();
-    } finally {
-      this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-    }
-  }
-
-  private async retryWrite(fn: () => void): Promise<void> {
-    const deadline = Date.now() + BUSY_TIMEOUT_MS;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        this.tryWrite(fn);
-        return;
-      } catch (err) {
-        if (!isBusy(err) || Date.now() > deadline) throw err;
-      }
-      await new Promise((resolve) => (attempt < 2 ? setImmediate(resolve) : setTimeout(resolve, 1)));
-    }
+    return this.writer.write(fn);
   }
 
   hasMail(number: string): boolean {
@@ -441,23 +271,6 @@ export class NetworkStore {
   /** Changes whenever another connection commits to the file. */
   dataVersion(): number {
     return this.s.dataVersion.get() as number;
-  }
-
-  /** One checkpoint on this connection (the fallback when no worker thread can do it). */
-  private checkpoint(): void {
-    try {
-      const [r] = this.db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
-      if (r && r.log * this.pageSize > WAL_LIMIT_BYTES) {
-        this.db.pragma('busy_timeout = 10');
-        try {
-          this.db.pragma('wal_checkpoint(TRUNCATE)');
-        } finally {
-          this.db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-        }
-      }
-    } catch {
-      // busy or closing: the next tick tries again
-    }
   }
 
   close(): void {

@@ -1,4 +1,5 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import type { Logger } from '@vigil/shared-types';
 import {
   decodeLine,
   type Envelope,
@@ -12,7 +13,6 @@ import type { Backend, BackendState } from '../backend.js';
 import type { SignalCliConfig } from '../config.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 
 export interface SignalCliOptions extends SignalCliConfig {
   readonly account: string;

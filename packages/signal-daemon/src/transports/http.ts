@@ -3,17 +3,16 @@ import {
   DAEMON_PATHS,
   type DaemonStatus,
   decodeLine,
-  failure,
-  isLoopbackHost,
-  isWildcardHost,
+  hostAllowed,
+  type Logger,
   parseMessage,
   RpcErrorCode,
+  requestTooLarge,
   rpcError,
   SSE_KEEPALIVE_S,
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 import type { Dispatcher, Invoke } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
@@ -56,7 +55,7 @@ export class HttpTransport {
   }
 
   private route(req: IncomingMessage, res: ServerResponse): void {
-    if (!this.hostAllowed(req.headers.host)) {
+    if (!hostAllowed(req.headers.host, this.o.bindHost)) {
       plain(res, 421, 'Misdirected Request: this daemon answers only to its own address or a loopback name');
       req.resume();
       return;
@@ -79,12 +78,6 @@ export class HttpTransport {
   }
 
   /** DNS-rebinding protection: a page in a browser cannot reach the daemon under a foreign name. */
-  private hostAllowed(host: string | undefined): boolean {
-    if (host === undefined || isWildcardHost(this.o.bindHost)) return true;
-    const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.replace(/:\d*$/, '');
-    return isLoopbackHost(name) || name.toLowerCase() === this.o.bindHost.toLowerCase();
-  }
-
   private rpc(req: IncomingMessage, res: ServerResponse): void {
     const type = req.headers['content-type'] ?? '';
     if (!type.toLowerCase().startsWith(JSON_TYPE)) {
@@ -94,12 +87,7 @@ export class HttpTransport {
     }
     const max = this.o.maxRequestBytes;
     const tooLarge = () => {
-      const body = JSON.stringify(
-        failure(
-          null,
-          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: the body may hold at most ${max} bytes`),
-        ),
-      );
+      const body = JSON.stringify(requestTooLarge('body', max));
       res.writeHead(413, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' });
       res.end(body);
       req.resume(); // discard the rest without keeping it

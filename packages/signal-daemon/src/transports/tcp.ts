@@ -4,14 +4,15 @@ import {
   type Frame,
   failure,
   LineFramer,
+  type Logger,
   parseMessage,
   RECEIVE_NOTIFICATION,
   RpcErrorCode,
+  requestTooLarge,
   rpcError,
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 import type { Dispatcher, Invoke, Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
@@ -86,12 +87,7 @@ export class TcpConnection {
 
   private handle(frame: Frame): void {
     if (frame.kind === 'oversize') {
-      this.write(
-        failure(
-          null,
-          rpcError(RpcErrorCode.INVALID_REQUEST, `Request too large: a line may hold at most ${frame.limit} bytes`),
-        ),
-      );
+      this.write(requestTooLarge('line', frame.limit));
       return;
     }
     const text = decodeLine(frame.bytes);

@@ -1,0 +1,51 @@
+/**
+ * Checkpoints of the local network's WAL. Several daemons write the file all the time, so
+ * SQLite's automatic checkpoint rarely completes and is retried, with fsyncs, at nearly every
+ * commit; and readers that never all stop keep the WAL from ever starting over. Instead each
+ * daemon checkpoints once a second: passively, and with a truncation (at most 10 ms of waiting for
+ * readers) once the WAL is large; from a worker thread with a connection of its own, so that the
+ * checkpoint's page writes and fsyncs (tens of ms) never stop the event loop. Where a worker
+ * cannot start, on the daemon's own connection.
+ */
+import { Worker } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
+import { type CheckpointerJob, checkpointOnce } from '../../worker/checkpoint.js';
+
+export const CHECKPOINT_MS = 1000;
+export const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The worker is a plain JavaScript file shipped in the package (worker/checkpoint.js, see its
+ * comment for why): from src/localnet/ (jest) and from dist/localnet/ it is at ../../worker/.
+ */
+const WORKER = new URL('../../worker/checkpoint.js', import.meta.url);
+
+/** Starts checkpointing `file`; `db` is the daemon's own connection, used when no worker can run. */
+export function startCheckpointer(file: string, db: Database.Database, busyTimeoutMs: number): { stop(): void } {
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  const inLoop = () => {
+    const t = setInterval(() => checkpointOnce(db, pageSize, WAL_LIMIT_BYTES, busyTimeoutMs), CHECKPOINT_MS);
+    t.unref();
+    return { stop: () => clearInterval(t) };
+  };
+  const job: CheckpointerJob = { file, intervalMs: CHECKPOINT_MS, walLimitBytes: WAL_LIMIT_BYTES };
+  let worker: Worker;
+  try {
+    worker = new Worker(WORKER, { workerData: { localnetCheckpointer: job } });
+  } catch {
+    return inLoop();
+  }
+  worker.unref();
+  let local: { stop(): void } | null = null;
+  let stopped = false;
+  worker.once('error', () => {
+    if (!stopped) local = inLoop();
+  });
+  return {
+    stop: () => {
+      stopped = true;
+      local?.stop();
+      worker.postMessage('stop');
+    },
+  };
+}

@@ -1,0 +1,19 @@
+import { describe, expect, it } from '@jest/globals';
+import { VigilError } from '@vigil/shared-types';
+import { invalidParams, RpcFailure, userError } from '../src/errors.js';
+
+describe('RpcFailure', () => {
+  it('is a VigilError named after its JSON-RPC code, and its error object is unchanged', () => {
+    const e = invalidParams('recipient is required');
+    expect(e).toBeInstanceOf(VigilError);
+    expect(e).toMatchObject({ code: 'RPC_INVALID_PARAMS', rpcCode: -32602, exitCode: 1, name: 'RpcFailure' });
+    expect(e.toObject()).toEqual({ code: -32602, message: 'Invalid params: recipient is required', data: null });
+    expect(userError('Not registered', { number: '+1' }).toObject()).toEqual({
+      code: -1,
+      message: 'Not registered',
+      data: { number: '+1' },
+    });
+    // A code that signal-cli invents keeps its number.
+    expect(new RpcFailure(-7, 'odd').code).toBe('RPC_-7');
+  });
+});
