@@ -4,9 +4,6 @@
  * person must act.
  */
 
-// The process table is @vigil/shared-types/node's; re-exported for scripts/start.mjs until the
-// stack imports it from there.
-export { findProcesses, listenersOn, listProcesses, type ProcessInfo, runsProgram } from '@vigil/shared-types/node';
 export { CHECKS, type Check, type CheckContext, type Finding, portOf, runCheck, withPort } from './checks/index.js';
 export { type HealthConfig, loadConfig, resolveConfig, schema, stateHome } from './config.js';
 export { ConfigError, ConfigValidationError, LockedError, NotRunError } from './errors.js';
