@@ -250,6 +250,19 @@ describe('when the check cannot run (exit 3)', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
   });
 
+  it('--json prints {"error", "exitCode": 3} for a configuration it cannot use (and --quiet still nothing)', async () => {
+    const file = lab.writeConfig('{ "timeouts": { "checkMs": "fast" } }', 'bad.json');
+    const r = await healthCheck(['--json', '--config', file]);
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout)).toEqual({ error: expect.stringMatching(/bad\.json.*timeouts\.checkMs/), exitCode: 3 });
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    const quiet = await healthCheck(['--json', '--quiet', '--config', file]);
+    expect(quiet).toEqual({ code: 3, stdout: '', stderr: '' });
+    const usage = await healthCheck(['--json', '--no-such-flag']);
+    expect(usage.code).toBe(3);
+    expect(JSON.parse(usage.stdout)).toEqual({ error: expect.stringContaining('--no-such-flag'), exitCode: 3 });
+  });
+
   it('another run holds the lock: exits at once, says so, and logs it', async () => {
     const file = lab.writeConfig(lab.baseConfig());
     const holder = await lab.spawn([NODE, fixture('listen.mjs'), '127.0.0.1', '0'], 'listening');
