@@ -58,7 +58,7 @@ describe('a healthy stack with every consumer configured', () => {
     const by = Object.fromEntries(report.checks.map((c) => [c.name, c.detail]));
     expect(by.signal_port).toMatch(/^version \S+ at 127\.0\.0\.1:\d+$/);
     expect(by.relay_link).toBe(`${config.relay.link} accepts connections`);
-    expect(by.single_daemon).toMatch(/^one daemon \(pid \d+\)/);
+    expect(by.single_daemon).toMatch(/^one daemon of \+15550000001 \(pid \d+\)/);
     expect(by.websocket_health).toBe('3 WebSocket connections in the last 15 min (storm at 30)');
     expect(by.outbound_send).toMatch(/^last successful send \d+ s ago$/);
     for (const c of report.checks) expect(c.durationMs).toBeGreaterThanOrEqual(0);
