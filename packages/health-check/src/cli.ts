@@ -24,11 +24,17 @@ function notRun(err: unknown, o: Options): void {
   process.exitCode = HealthExit.UNKNOWN;
 }
 
+/** With --json (and not --quiet), a run that could not run prints `{"error", "exitCode": 3}`. */
+function printNotRun(message: string, o: Options): void {
+  if (o.json && !o.quiet) process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
+}
+
 async function main(o: Options): Promise<void> {
   let config: HealthConfig;
   try {
     config = loadConfig(o.config);
   } catch (err) {
+    printNotRun(NotRunError.of(err).message, o);
     return notRun(err, o);
   }
   try {
@@ -49,9 +55,7 @@ async function main(o: Options): Promise<void> {
     } catch {
       // the log itself is unwritable: the exit code still says it
     }
-    if (o.json && !o.quiet) {
-      process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
-    }
+    printNotRun(message, o);
     return notRun(err, o);
   }
 }
@@ -73,7 +77,14 @@ await runCli(BIN, async () => {
   } catch (err) {
     // --help and --version: 0; a usage error (printed by commander) means the check could not
     // run: 3, as Nagios plugins, not the 78 of the other binaries.
-    if (err instanceof CommanderError) process.exitCode = err.exitCode === 0 ? 0 : HealthExit.UNKNOWN;
-    else throw NotRunError.of(err);
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode === 0 ? 0 : HealthExit.UNKNOWN;
+      const args = process.argv.slice(2);
+      if (err.exitCode !== 0)
+        printNotRun(err.message.replace(/^error: /, ''), {
+          json: args.includes('--json'),
+          quiet: args.includes('--quiet'),
+        });
+    } else throw NotRunError.of(err);
   }
 });

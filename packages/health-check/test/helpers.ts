@@ -111,9 +111,18 @@ export class Lab {
     return [this.path('localnet.db')];
   }
 
-  async startDaemon(instance = 'a', ports?: { http: number; tcp: number }): Promise<ChildProcess> {
+  /**
+   * Starts a daemon of this lab. `account` replaces the `--account ACCOUNT` words (e.g.
+   * `['--account=+1…']`, or `[]` with the account in `env` as SIGNAL_DAEMON_ACCOUNT).
+   */
+  async startDaemon(
+    instance = 'a',
+    ports?: { http: number; tcp: number },
+    opts: { account?: string[]; env?: NodeJS.ProcessEnv } = {},
+  ): Promise<ChildProcess> {
     const [, , ...args] = this.daemonArgv(instance, ports);
-    const d = await spawnDaemon(args);
+    if (opts.account) args.splice(0, 2, ...opts.account);
+    const d = await spawnDaemon(args, opts.env);
     this.children.push(d.child);
     return d.child;
   }

@@ -8,7 +8,19 @@ import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from 
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import type { HealthCheckResult, HealthReport } from '@vigil/shared-types';
 import { exited } from '../../../test/support.js';
-import { fixture, freePort, healthCheck, Lab, mkdirp, NODE, RELAY_BIN, rpc, statusOf, until } from './helpers.js';
+import {
+  ACCOUNT,
+  fixture,
+  freePort,
+  healthCheck,
+  Lab,
+  mkdirp,
+  NODE,
+  RELAY_BIN,
+  rpc,
+  statusOf,
+  until,
+} from './helpers.js';
 
 const check = (report: HealthReport, name: string) => report.checks.find((c) => c.name === name) as HealthCheckResult;
 const json = (stdout: string) => JSON.parse(stdout) as HealthReport;
@@ -133,24 +145,37 @@ describe('single_daemon', () => {
     expect(await lab.daemonPids()).toHaveLength(1); // the daemon itself untouched
   });
 
-  it('two daemons: all killed and one started, one left', async () => {
+  it('two daemons of our account, neither serving its address: one started on it, the two ended', async () => {
     const base = lab.baseConfig();
-    const file = lab.writeConfig({ ...base, daemon: { ...base.daemon, service: lab.launcher(lab.daemonArgv()) } });
-    const first = await lab.startDaemon();
+    // The account named in processMatch, as the stack writes it.
+    const daemon = {
+      ...base.daemon,
+      processMatch: [...lab.processMatch, ACCOUNT],
+      service: lab.launcher(lab.daemonArgv()),
+    };
+    const file = lab.writeConfig({ ...base, daemon });
+    const first = await lab.startDaemon('a', { http: await freePort(), tcp: 0 });
     const second = await lab.startDaemon('b', { http: await freePort(), tcp: 0 });
     expect(await lab.daemonPids()).toHaveLength(2);
 
     const r = await healthCheck(['--json', '--fix', '--config', file]);
     expect(r.code).toBe(1);
+    expect(check(json(r.stdout), 'signal_port').status).toBe('healed');
     const c = check(json(r.stdout), 'single_daemon');
     expect(c.status).toBe('healed');
-    expect(c.detail).toMatch(/^2 daemon processes \(\d+, \d+\) run signal-daemon … .*localnet\.db/);
-    expect(c.fix!.action).toMatch(/^killed 2 daemons; command restart/);
+    const started = (await lab.daemonPids()).filter((pid) => pid !== first.pid && pid !== second.pid);
+    expect(started).toHaveLength(1);
+    expect(c.detail).toMatch(
+      new RegExp(
+        `^3 daemon processes \\(${first.pid}, ${second.pid}, ${started[0]}\\) run signal-daemon for \\+15550000001 … .*localnet\\.db`,
+      ),
+    );
+    expect(c.fix!.action).toBe(
+      `ended the duplicate daemons ${first.pid}, ${second.pid}; kept ${started[0]}, which serves 127.0.0.1:${lab.httpPort}`,
+    );
     await exited(first);
     await exited(second);
-    const left = await lab.daemonPids();
-    expect(left).toHaveLength(1);
-    expect(left).not.toContain(first.pid);
+    expect(await lab.daemonPids()).toEqual(started);
     expect((await rpc({ host: '127.0.0.1', port: lab.httpPort }, 'version')).result).toBeTruthy();
   });
 });

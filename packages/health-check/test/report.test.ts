@@ -58,7 +58,7 @@ describe('a healthy stack with every consumer configured', () => {
     const by = Object.fromEntries(report.checks.map((c) => [c.name, c.detail]));
     expect(by.signal_port).toMatch(/^version \S+ at 127\.0\.0\.1:\d+$/);
     expect(by.relay_link).toBe(`${config.relay.link} accepts connections`);
-    expect(by.single_daemon).toMatch(/^one daemon \(pid \d+\)/);
+    expect(by.single_daemon).toMatch(/^one daemon of \+15550000001 \(pid \d+\)/);
     expect(by.websocket_health).toBe('3 WebSocket connections in the last 15 min (storm at 30)');
     expect(by.outbound_send).toMatch(/^last successful send \d+ s ago$/);
     for (const c of report.checks) expect(c.durationMs).toBeGreaterThanOrEqual(0);
@@ -248,6 +248,19 @@ describe('when the check cannot run (exit 3)', () => {
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(message);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('--json prints {"error", "exitCode": 3} for a configuration it cannot use (and --quiet still nothing)', async () => {
+    const file = lab.writeConfig('{ "timeouts": { "checkMs": "fast" } }', 'bad.json');
+    const r = await healthCheck(['--json', '--config', file]);
+    expect(r.code).toBe(3);
+    expect(JSON.parse(r.stdout)).toEqual({ error: expect.stringMatching(/bad\.json.*timeouts\.checkMs/), exitCode: 3 });
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    const quiet = await healthCheck(['--json', '--quiet', '--config', file]);
+    expect(quiet).toEqual({ code: 3, stdout: '', stderr: '' });
+    const usage = await healthCheck(['--json', '--no-such-flag']);
+    expect(usage.code).toBe(3);
+    expect(JSON.parse(usage.stdout)).toEqual({ error: expect.stringContaining('--no-such-flag'), exitCode: 3 });
   });
 
   it('another run holds the lock: exits at once, says so, and logs it', async () => {

@@ -5,6 +5,7 @@ import { type HealthReport, lineTime } from '@vigil/shared-types';
 import { runsProgram } from '@vigil/shared-types/node';
 import { tmpDir } from '../../signal-daemon/test/helpers.js';
 import { portOf, withPort } from '../src/checks/index.js';
+import { accountInArgv } from '../src/checks/ours.js';
 import { resolveConfig, stateHome } from '../src/config.js';
 import { ConfigError, LockedError } from '../src/errors.js';
 import { tailLines } from '../src/io/files.js';
@@ -65,6 +66,22 @@ describe('runsProgram', () => {
     [['/usr/bin/node', '/x/scripts/start.mjs', 'signal-daemon'], false],
     [[], false],
   ])('%j → %s', (argv, expected) => expect(runsProgram(argv, 'signal-daemon')).toBe(expected));
+});
+
+describe('accountInArgv (as the daemon and signal-cli read -a, --account)', () => {
+  it.each([
+    [['node', '/x/signal-daemon.js', '--account', '+15550000001', '--http', ':8080'], '+15550000001'],
+    [['node', '/x/signal-daemon.js', '--account=+15550000002'], '+15550000002'],
+    [['signal-daemon', '-a', '+15550000003'], '+15550000003'],
+    [['signal-daemon', '-a+15550000004'], '+15550000004'],
+    [['signal-cli', '-a', '+15550000005', 'daemon', '--http'], '+15550000005'],
+    [['signal-daemon', '-a', '+1', '--account', '+15550000006'], '+15550000006'],
+    [['signal-daemon', '--http', ':8080', '--', '--account', '+1'], undefined],
+    [['node', '--abort-on-uncaught-exception', '/x/signal-daemon.js'], undefined],
+    [['signal-daemon', '--account'], undefined],
+    [['signal-daemon', '--account='], undefined],
+    [['signal-daemon', '--accounts', '+1'], undefined],
+  ])('%j → %s', (argv, expected) => expect(accountInArgv(argv)).toBe(expected));
 });
 
 describe('tailLines', () => {
