@@ -120,11 +120,85 @@ class Builder {
       this.actions.push({ type: 'integrity' });
       return;
     }
+    if (step === 'busy') {
+      this.actions.push({ type: 'probe', probe: 'busy', target: s.mode });
+      return;
+    }
     if (step === 'models') s.lastModelListAt = this.now;
     if (step === 'canary') s.lastCanaryAt = this.now;
     s.lastProbeAt = this.now;
     this.actions.push({ type: 'probe', probe: step, target: s.mode });
   }
+}
+
+/**
+ * Busy deferral (spec 3.1, DESIGN 5): a client's success within the busy window defers the probes,
+ * but only for a server that answers its static model list within `busyCheckS` (`answered`): a
+ * server that refuses connections or does not answer (crashed, SIGSTOPped) is not busy.
+ * `answered` null: not checked yet. 'check': ask the model list; 'skip': `probe_skip_busy`;
+ * 'probe': the normal probes.
+ */
+export function busyDecision(
+  lastSuccessAt: number | null,
+  now: number,
+  busyWindowS: number,
+  answered: boolean | null,
+): 'check' | 'skip' | 'probe' {
+  if (lastSuccessAt === null || !(now - lastSuccessAt < busyWindowS)) return 'probe';
+  if (answered === null) return 'check';
+  return answered ? 'skip' : 'probe';
+}
+
+/** Causes that mean "not up yet" while a backend starts: refused connections, 503 `model_loading`. */
+const LOADING_CAUSES: ReadonlySet<RootCause> = new Set(['refused', 'loading']);
+
+/**
+ * A failed probe that is a backend still starting within its start-up grace (after a start,
+ * restart, restore or fallback of the guardian's): "loading", not a failure.
+ */
+export function isLoading(graceUntil: number | null, now: number, cause: RootCause | undefined): boolean {
+  return graceUntil !== null && now < graceUntil && cause !== undefined && LOADING_CAUSES.has(cause);
+}
+
+/** Root causes that are symptoms of a dying primary: a fallback swap replaces them with its one cause. */
+const SYMPTOMS: ReadonlySet<string> = new Set([
+  'timeout',
+  'refused',
+  'reset',
+  'network',
+  'http_error',
+  'empty_reply',
+  'no_content',
+  'loading',
+]);
+
+/**
+ * The fallback activation: lock file, primary stopped, fallback started, then waited for until it
+ * serves. Remembered in the state before any of it is done, so that a run killed in the middle is
+ * finished by the next one.
+ */
+function activate(b: Builder, finding: { pattern: string; line: string }, since: number, resumed: number): void {
+  const { s, c } = b;
+  s.activating = { pattern: finding.pattern, line: finding.line, since, resumed };
+  s.consecutive = 0;
+  s.lastFailureAt = null;
+  s.restarts = [];
+  s.graceUntil = null;
+  s.mode = 'fallback';
+  b.actions.push(
+    {
+      type: 'write_lock',
+      lock: {
+        what: `fallback active: the primary's log has the fatal pattern "${finding.pattern}"; restarts cannot fix it`,
+        since,
+        pattern: finding.pattern,
+        line: finding.line,
+        primary: c.agents.primary,
+        fallback: b.agent('fallback'),
+      },
+    },
+    { type: 'service', op: 'stop', target: 'primary', purpose: 'activate' },
+  );
 }
 
 function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
@@ -144,6 +218,16 @@ function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
     return;
   }
   b.expire();
+  s.busyAt = null;
+  if (s.graceUntil !== null && !(now < s.graceUntil && s.graceUntil - now <= c.startGraceS)) s.graceUntil = null;
+
+  // An activation a kill interrupted: finish it (the lock, the stop and the start are idempotent).
+  if (s.activating !== null && c.agents.fallback !== null) {
+    const a = s.activating;
+    activate(b, a, a.since, a.resumed + 1);
+    return;
+  }
+  s.activating = null;
 
   // A fatal pattern in the primary's log, checked before anything that could rate-limit.
   // Never a fallback from the fallback: in fallback mode the primary's log is not acted on.
@@ -156,42 +240,48 @@ function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
       b.alert('fallback_unavailable', detail, `fallback needed but none configured: ${detail}`);
       return;
     }
+    // The swap is one root cause: the failures that led to it were its symptoms.
+    for (const cause of Object.keys(s.causes)) if (SYMPTOMS.has(cause)) delete s.causes[cause];
     if (b.cause(`fatal:${pattern}`)) return;
-    s.consecutive = 0;
-    s.lastFailureAt = null;
-    s.restarts = [];
-    s.mode = 'fallback';
-    b.actions.push(
-      {
-        type: 'write_lock',
-        lock: {
-          what: `fallback active: the primary's log has the fatal pattern "${pattern}"; restarts cannot fix it`,
-          since: now,
-          pattern,
-          line,
-          primary: c.agents.primary,
-          fallback,
-        },
-      },
-      { type: 'service', op: 'stop', target: 'primary', purpose: 'activate' },
-    );
+    activate(b, { pattern, line }, now, 0);
     return;
   }
 
   if (c.integrity && b.due(s.lastIntegrityAt, c.integrityIntervalS)) s.plan.push('integrity');
-  if (o.lastSuccessAt !== null && now - o.lastSuccessAt < c.busyWindowS) {
-    // Busy: a client was served recently, which is proof enough; no probe, no escalation.
-    b.emit('probe_skip_busy', { recent_success_age_s: roundS(Math.max(0, now - o.lastSuccessAt)) });
+  if (busyDecision(o.lastSuccessAt, now, c.busyWindowS, null) === 'check') {
+    // A client was served recently: proof enough, if the server still answers its model list.
+    s.busyAt = o.lastSuccessAt;
+    s.plan.push('busy');
   } else {
-    if (b.due(s.lastModelListAt, c.modelListIntervalS)) s.plan.push('models');
-    s.plan.push('chat');
-    if (b.due(s.lastCanaryAt, c.canaryIntervalS)) s.plan.push('canary');
+    planProbes(b);
   }
   b.next();
 }
 
-const OK_EVENT: Record<ProbeKind, EventName> = { chat: 'probe_ok', models: 'model_list_ok', canary: 'canary_ok' };
-const FAIL_EVENT: Record<ProbeKind, EventName> = {
+function planProbes(b: Builder): void {
+  const { s, c } = b;
+  if (b.due(s.lastModelListAt, c.modelListIntervalS)) s.plan.push('models');
+  s.plan.push('chat');
+  if (b.due(s.lastCanaryAt, c.canaryIntervalS)) s.plan.push('canary');
+}
+
+function onBusyCheck(b: Builder, o: Extract<Observation, { type: 'probe' }>): void {
+  const { s, c, now } = b;
+  const at = s.busyAt;
+  s.busyAt = null;
+  if (busyDecision(at, now, c.busyWindowS, o.ok) === 'skip' && at !== null) {
+    // Busy: no probe, no escalation.
+    b.emit('probe_skip_busy', { recent_success_age_s: roundS(Math.max(0, now - at)) });
+  } else {
+    // Refused, or no answer within busyCheckS: not busy; the probes find out and count.
+    planProbes(b);
+  }
+  b.next();
+}
+
+type Probe = Exclude<ProbeKind, 'busy'>;
+const OK_EVENT: Record<Probe, EventName> = { chat: 'probe_ok', models: 'model_list_ok', canary: 'canary_ok' };
+const FAIL_EVENT: Record<Probe, EventName> = {
   chat: 'probe_fail',
   models: 'model_list_fail',
   canary: 'canary_fail',
@@ -199,23 +289,39 @@ const FAIL_EVENT: Record<ProbeKind, EventName> = {
 
 function onProbe(b: Builder, o: Extract<Observation, { type: 'probe' }>): void {
   const { s, c, now } = b;
+  if (o.probe === 'busy') {
+    onBusyCheck(b, o);
+    return;
+  }
+  const probe: Probe = o.probe;
   const probeMs = Math.max(0, Math.round(o.ms));
   if (o.ok) {
-    b.emit(OK_EVENT[o.probe], { probe_ms: probeMs, agent: b.agent() });
-    if (o.probe !== 'models') {
+    b.emit(OK_EVENT[probe], { probe_ms: probeMs, agent: b.agent() });
+    if (probe !== 'models') {
       // A real completion: the failure streak is over. (A model list proves nothing: spec 3.4.)
       s.consecutive = 0;
       s.lastFailureAt = null;
       s.lastOkAt = now;
+      s.graceUntil = null;
     }
     b.next();
     return;
   }
   // One failure per tick: the rest of the plan is dropped.
   s.plan = [];
+  if (isLoading(s.graceUntil, now, o.cause)) {
+    // Still starting after a start, restart, restore or fallback: not a failure, nothing counted.
+    const until = new Date((s.graceUntil ?? now) * 1000).toISOString();
+    b.emit('probe_loading', {
+      probe_ms: probeMs,
+      agent: b.agent(),
+      detail: `${o.snippet ?? o.cause}; start-up grace until ${until}`,
+    });
+    return;
+  }
   s.consecutive += 1;
   s.lastFailureAt = now;
-  b.emit(FAIL_EVENT[o.probe], { probe_ms: probeMs, consecutive: s.consecutive, snippet: o.snippet ?? '' });
+  b.emit(FAIL_EVENT[probe], { probe_ms: probeMs, consecutive: s.consecutive, snippet: o.snippet ?? '' });
   if (b.cause(o.cause ?? 'network')) return;
   if (s.consecutive < c.failuresBeforeRestart) return;
   b.expire();
@@ -240,6 +346,7 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
   if (o.purpose === 'remediate') {
     b.emit('restart_requested', { rc: o.rc });
     if (failed) b.cause('restart_failed');
+    else s.graceUntil = b.now + c.startGraceS;
     return;
   }
   if (failed) {
@@ -252,15 +359,12 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
       return;
     }
     s.mode = 'fallback';
-    b.emit('fallback_activated');
-    b.actions.push({
-      type: 'alert',
-      message:
-        `fallback activated: ${c.agents.primary} stopped, ${b.agent('fallback')} started` +
-        (s.failedCommands > 0 ? ` (${s.failedCommands} service command(s) failed)` : '') +
-        '; run `guardian restore` once the primary is fixed',
-    });
-    s.failedCommands = 0;
+    if (failed) {
+      fallbackFailed(b, `the start command of ${b.agent('fallback')} exited with ${o.rc}: ${o.detail}`);
+      return;
+    }
+    // Activated once it serves: wait for it, within its start-up grace.
+    b.actions.push({ type: 'await_serving', target: 'fallback', graceS: c.startGraceS });
     return;
   }
   // restore: stop the fallback → remove the lock, start the primary → restart the primary.
@@ -280,6 +384,41 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
   b.exit = s.failedCommands > 0 ? 1 : 0;
   s.failedCommands = 0;
   clearEpisode(s);
+  if (!failed) s.graceUntil = b.now + c.startGraceS;
+}
+
+function fallbackFailed(b: Builder, detail: string): void {
+  b.s.activating = null;
+  b.s.failedCommands = 0;
+  const full = `${b.agent('fallback')} does not serve after the fallback activation: ${detail}`;
+  b.emit('fallback_failed', { detail: full });
+  b.alert('fallback_failed', full, `fallback failed: ${full}; nothing serves completions`);
+}
+
+function onServing(b: Builder, o: Extract<Observation, { type: 'serving' }>): void {
+  const { s, c } = b;
+  const a = s.activating;
+  if (!o.ok) {
+    fallbackFailed(b, o.detail);
+    return;
+  }
+  s.activating = null;
+  s.graceUntil = null;
+  s.lastOkAt = b.now;
+  b.emit('fallback_activated');
+  const resumed =
+    a && a.resumed > 0
+      ? ` (an activation begun ${new Date(a.since * 1000).toISOString()} was interrupted and finished now)`
+      : '';
+  b.actions.push({
+    type: 'alert',
+    message:
+      `fallback activated: ${c.agents.primary} stopped, ${b.agent('fallback')} started and serving` +
+      (s.failedCommands > 0 ? ` (${s.failedCommands} service command(s) failed)` : '') +
+      resumed +
+      '; run `guardian restore` once the primary is fixed',
+  });
+  s.failedCommands = 0;
 }
 
 function onIntegrity(b: Builder, o: Extract<Observation, { type: 'integrity' }>): void {
@@ -307,6 +446,9 @@ function clearEpisode(s: Mutable<WorkingState>): void {
   s.restarts = [];
   s.causes = {};
   s.plan = [];
+  s.graceUntil = null;
+  s.busyAt = null;
+  s.activating = null;
 }
 
 function onRestore(b: Builder, o: Extract<Observation, { type: 'restore' }>): void {
@@ -352,6 +494,9 @@ export function decide(state: MachineState, observation: Observation, config: Ma
       break;
     case 'service':
       onService(b, observation);
+      break;
+    case 'serving':
+      onServing(b, observation);
       break;
     case 'integrity':
       onIntegrity(b, observation);
