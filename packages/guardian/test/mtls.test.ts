@@ -95,5 +95,5 @@ describe('mutual TLS', () => {
       server.kill('SIGKILL');
       await exited(server);
     }
-  });
+  }, 120_000);
 });

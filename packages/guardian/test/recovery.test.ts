@@ -60,8 +60,7 @@ describe('busy deferral only for a server that answers (issue 18.1)', () => {
     const s = await fault(dir);
     const access = join(dir, 'access.log');
     const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port, { primary: { accessLog: access } }));
-    expect((await guardian(['tick', '-c', config])).code).toBe(0);
-    appendFileSync(access, success(nowS()));
+    appendFileSync(access, success(nowS() - 5));
     s.child.kill('SIGKILL');
     await exited(s.child);
     const t0 = nowS();
@@ -87,8 +86,7 @@ describe('busy deferral only for a server that answers (issue 18.1)', () => {
       join(dir, 'g.json'),
       baseConfig(dir, s.port, { busyCheckS: 0.5, primary: { accessLog: access } }),
     );
-    expect((await guardian(['tick', '-c', config])).code).toBe(0);
-    appendFileSync(access, success(nowS()));
+    appendFileSync(access, success(nowS() - 3));
     process.kill(s.child.pid!, 'SIGSTOP');
     try {
       const t0 = nowS();
