@@ -8,169 +8,13 @@
  * a decision produces an observation (a probe, an integrity check, a service command), and it is
  * the last one; the others (lock file, alert, log position) produce none.
  */
-import {
-  type Action,
-  type AlertingReason,
-  type Decision,
-  type EventName,
-  event,
-  type GuardianEvent,
-  type MachineConfig,
-  type MachineState,
-  type Observation,
-  type ProbeKind,
-  type RootCause,
-  type Step,
-  type Target,
-} from './machine-types.js';
 
+import { Builder, clearEpisode, roundS } from './machine-builder.js';
+import { busyDecision, isLoading, SYMPTOMS } from './machine-rules.js';
+import type { Decision, EventName, MachineConfig, MachineState, Observation, ProbeKind } from './machine-types.js';
+
+export { busyDecision, isLoading } from './machine-rules.js';
 export * from './machine-types.js';
-
-/** Seconds rounded to milliseconds: what `recent_success_age_s` carries. */
-const roundS = (s: number) => Math.round(s * 1000) / 1000;
-
-interface WorkingState extends Omit<MachineState, 'restarts' | 'causes' | 'plan'> {
-  restarts: number[];
-  causes: Record<string, number>;
-  plan: Step[];
-}
-
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-class Builder {
-  readonly s: Mutable<WorkingState>;
-  readonly actions: Action[] = [];
-  readonly events: GuardianEvent[] = [];
-  exit: number | null = null;
-
-  constructor(
-    state: MachineState,
-    readonly c: MachineConfig,
-    readonly now: number,
-  ) {
-    this.s = {
-      ...state,
-      restarts: [...state.restarts],
-      causes: { ...state.causes },
-      plan: [...state.plan],
-    };
-  }
-
-  agent(target: Target = this.s.mode): string {
-    return target === 'fallback' ? (this.c.agents.fallback ?? 'fallback') : this.c.agents.primary;
-  }
-
-  emit(name: EventName, fields: Record<string, unknown> = {}): void {
-    this.events.push(event(name, fields));
-  }
-
-  done(): Decision {
-    return { state: this.s, actions: this.actions, events: this.events, exit: this.exit };
-  }
-
-  /** Forgets restarts and root causes that left their windows, and a failure streak gone stale. */
-  expire(): void {
-    const { now, c, s } = this;
-    s.restarts = s.restarts.filter((t) => now - t < c.restartWindowS && t <= now);
-    for (const [cause, at] of Object.entries(s.causes)) {
-      if (!(now - at < c.circuitWindowS && at <= now)) delete s.causes[cause];
-    }
-    if (s.lastFailureAt !== null && !(now - s.lastFailureAt < c.restartWindowS)) s.consecutive = 0;
-  }
-
-  /**
-   * Enters the alerting state (manual intervention): no remediation until reset or restore. The
-   * next guardian started in it writes `alerting` once; later ones only exit 2.
-   */
-  alert(reason: AlertingReason, detail: string, alertMessage: string): void {
-    this.s.alerting = { reason, since: this.now, detail, announced: false };
-    this.s.plan = [];
-    this.actions.push({ type: 'alert', message: alertMessage });
-    this.exit = 2;
-  }
-
-  /** Records a root cause; true when that opened the circuit (remediation halts, exit 2). */
-  cause(cause: RootCause): boolean {
-    const { s, c } = this;
-    s.causes[cause] = this.now;
-    const seen = Object.keys(s.causes).sort();
-    if (seen.length < c.circuitBreakerCauses) return false;
-    const detail = `${seen.length} distinct root causes within ${c.circuitWindowS} s (${seen.join(', ')}): remediation halted`;
-    this.emit('circuit_open', { detail });
-    this.alert('circuit_open', detail, `circuit breaker open: ${detail}`);
-    return true;
-  }
-
-  /**
-   * A cadence is due when `every` has passed, give or take a little (2 %, at most 1 s): a timer
-   * that starts a tick a few milliseconds early must not push the probe to the next tick.
-   */
-  due(last: number | null, every: number): boolean {
-    const slack = Math.min(1, every * 0.02);
-    return every > 0 && (last === null || this.now - last >= every - slack || last > this.now);
-  }
-
-  /** Starts the next step of the plan, if any. */
-  next(): void {
-    const { s } = this;
-    const step = s.plan.shift();
-    if (step === undefined) return;
-    if (step === 'integrity') {
-      s.lastIntegrityAt = this.now;
-      this.actions.push({ type: 'integrity' });
-      return;
-    }
-    if (step === 'busy') {
-      this.actions.push({ type: 'probe', probe: 'busy', target: s.mode });
-      return;
-    }
-    if (step === 'models') s.lastModelListAt = this.now;
-    if (step === 'canary') s.lastCanaryAt = this.now;
-    s.lastProbeAt = this.now;
-    this.actions.push({ type: 'probe', probe: step, target: s.mode });
-  }
-}
-
-/**
- * Busy deferral (spec 3.1, DESIGN 5): a client's success within the busy window defers the probes,
- * but only for a server that answers its static model list within `busyCheckS` (`answered`): a
- * server that refuses connections or does not answer (crashed, SIGSTOPped) is not busy.
- * `answered` null: not checked yet. 'check': ask the model list; 'skip': `probe_skip_busy`;
- * 'probe': the normal probes.
- */
-export function busyDecision(
-  lastSuccessAt: number | null,
-  now: number,
-  busyWindowS: number,
-  answered: boolean | null,
-): 'check' | 'skip' | 'probe' {
-  if (lastSuccessAt === null || !(now - lastSuccessAt < busyWindowS)) return 'probe';
-  if (answered === null) return 'check';
-  return answered ? 'skip' : 'probe';
-}
-
-/** Causes that mean "not up yet" while a backend starts: refused connections, 503 `model_loading`. */
-const LOADING_CAUSES: ReadonlySet<RootCause> = new Set(['refused', 'loading']);
-
-/**
- * A failed probe that is a backend still starting within its start-up grace (after a start,
- * restart, restore or fallback of the guardian's): "loading", not a failure.
- */
-export function isLoading(graceUntil: number | null, now: number, cause: RootCause | undefined): boolean {
-  return graceUntil !== null && now < graceUntil && cause !== undefined && LOADING_CAUSES.has(cause);
-}
-
-/** Root causes that are symptoms of a dying primary: a fallback swap replaces them with its one cause. */
-const SYMPTOMS: ReadonlySet<string> = new Set([
-  'timeout',
-  'refused',
-  'reset',
-  'network',
-  'http_error',
-  'empty_reply',
-  'no_content',
-  'loading',
-]);
 
 /**
  * The fallback activation: lock file, primary stopped, fallback started, then waited for until it
@@ -436,19 +280,6 @@ function onIntegrity(b: Builder, o: Extract<Observation, { type: 'integrity' }>)
     if (b.cause('integrity_mismatch')) return;
   }
   b.next();
-}
-
-function clearEpisode(s: Mutable<WorkingState>): void {
-  s.mode = 'primary';
-  s.alerting = null;
-  s.consecutive = 0;
-  s.lastFailureAt = null;
-  s.restarts = [];
-  s.causes = {};
-  s.plan = [];
-  s.graceUntil = null;
-  s.busyAt = null;
-  s.activating = null;
 }
 
 function onRestore(b: Builder, o: Extract<Observation, { type: 'restore' }>): void {
