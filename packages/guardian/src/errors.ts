@@ -21,16 +21,23 @@ export class NotConfiguredError extends VigilError {
   }
 }
 
-/** The state file exists but cannot be used (edited by hand, say): a person must look (exit 2). */
+/**
+ * The state file exists but cannot be used. `recoverable`: damaged (empty, not JSON, a field of
+ * the wrong type): the guardian moves it aside and goes on from a fresh state (`state_reset`).
+ * Not recoverable (written by a newer guardian): a person must look (exit 2).
+ */
 export class StateFileError extends VigilError {
   constructor(
     readonly path: string,
-    why: string,
+    readonly why: string,
+    readonly recoverable = true,
   ) {
     super(
       'ESTATE',
       `state file ${path} ${why}; fix it, or remove it to start afresh (its alerting state is then lost)`,
-      { exitCode: ExitCode.MANUAL },
+      {
+        exitCode: ExitCode.MANUAL,
+      },
     );
   }
 }

@@ -6,7 +6,7 @@
 import { appendFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { findFatalPattern, isSuccessLogLine } from '@vigil/shared-types';
+import { findFatalPattern, isSuccessLogLine, jsonLogLine } from '@vigil/shared-types';
 import {
   ensureDir,
   fileExists,
@@ -19,7 +19,7 @@ import {
 } from '@vigil/shared-types/node';
 import { sendAlert } from './alert.js';
 import type { BackendConfig, GuardianConfig } from './config.js';
-import { NotConfiguredError } from './errors.js';
+import { NotConfiguredError, StateFileError } from './errors.js';
 import { checkIntegrity, type IntegrityResult } from './integrity.js';
 import { endPosition, readNewLines } from './logreader.js';
 import {
@@ -36,7 +36,8 @@ import {
   type Target,
 } from './machine.js';
 import { Prober } from './probe.js';
-import { StateFile, type StateFileData } from './state-file.js';
+import { freshState, StateFile, type StateFileData } from './state-file.js';
+import { alertingFromEvents, clearForeignLock, moveAside } from './state-recovery.js';
 
 export interface GuardianOptions {
   /** Where event lines go when the configuration has no logFile (default: stdout). */
@@ -84,6 +85,7 @@ export class Guardian {
       prompt: config.probePrompt,
       canaryPrompt: config.canaryPrompt,
       canaryMaxTokens: config.canaryMaxTokens,
+      busyCheckMs: config.busyCheckS * 1000,
     });
     this.out = options.out ?? ((line) => process.stdout.write(`${line}\n`));
     this.env = options.env ?? process.env;
@@ -186,9 +188,11 @@ export class Guardian {
   private async locked<T>(fn: (data: StateFileData) => Promise<T>): Promise<T> {
     const c = this.config;
     const worstTickS = c.probeBudgetS * 3 + c.commandTimeoutS * 3 + c.primary.standaloneTimeoutS + 30;
+    const foreign = await clearForeignLock(`${this.state.path}.lock`);
+    if (foreign !== null) process.stderr.write(`guardian: took over the state lock: ${foreign}\n`);
     const release = await this.state.lock(worstTickS * 1000, worstTickS * 1000);
     try {
-      const data = this.state.read();
+      const data = await this.readState();
       try {
         return await fn(data);
       } finally {
@@ -196,6 +200,40 @@ export class Guardian {
       }
     } finally {
       release();
+    }
+  }
+
+  /**
+   * The state file's state; a damaged one is moved aside and replaced by a fresh state (with the
+   * alerting state the event log gives), and a `state_reset` event says what was lost.
+   */
+  private async readState(): Promise<StateFileData> {
+    try {
+      return this.state.read();
+    } catch (err) {
+      if (!(err instanceof StateFileError) || !err.recoverable) throw err;
+      const aside = moveAside(this.state.path);
+      if (aside === null) throw err;
+      const data = freshState();
+      const alerting = await alertingFromEvents(this.config.logFile);
+      if (alerting) data.machine = { ...data.machine, alerting };
+      this.writeEvents(
+        [
+          {
+            event: 'state_reset',
+            level: 'error',
+            detail:
+              `the state file ${err.why}: moved to ${aside}; lost: the failure count, the restart window, ` +
+              'the root causes, the cadences and the log read positions (the logs are read from their recent tail again); ' +
+              (alerting
+                ? `kept from the event log: ${alerting.reason} since ${new Date(alerting.since * 1000).toISOString()}`
+                : 'the event log shows no alerting state to keep'),
+          },
+        ],
+        nowS(),
+      );
+      this.state.save(data);
+      return data;
     }
   }
 
@@ -229,7 +267,7 @@ export class Guardian {
         const r = await this.prober.probe(action.probe, backend, signal);
         // A successful completion of ours leaves one success line in the backend's access log;
         // remember when, so that it is not taken for a client's.
-        if (r.ok && action.probe !== 'models') {
+        if (r.ok && (action.probe === 'chat' || action.probe === 'canary')) {
           data.ownProbes = [...data.ownProbes, [r.startedAt, r.endedAt, action.target]];
         }
         return {
@@ -243,6 +281,15 @@ export class Guardian {
       }
       case 'integrity':
         return { type: 'integrity', ...(await this.integrity()) };
+      case 'await_serving': {
+        const r = await this.prober.awaitServing(this.backend(action.target), action.graceS * 1000, signal);
+        if (r.ok && r.last) data.ownProbes = [...data.ownProbes, [r.last.startedAt, r.last.endedAt, action.target]];
+        const s = Math.round(r.ms) / 1000;
+        const detail = r.ok
+          ? `served after ${s} s`
+          : `no completion within the ${action.graceS} s start-up grace (${r.attempts} tries; last: ${r.last?.snippet ?? 'none'})`;
+        return { type: 'serving', target: action.target, ok: r.ok, ms: r.ms, detail };
+      }
       case 'service': {
         const backend = this.backendOrNull(action.target);
         const r = backend
@@ -361,7 +408,7 @@ export class Guardian {
     if (events.length === 0) return;
     const lines = events.map((e) => {
       const { event, level, ...fields } = e;
-      return JSON.stringify({ ts, level, event, ...fields });
+      return jsonLogLine(ts, { level, event, ...fields });
     });
     const file = this.config.logFile;
     if (!file) {

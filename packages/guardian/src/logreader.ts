@@ -4,7 +4,8 @@
  * new file is read from its start), truncation (a size below the position: from the start), a
  * file that does not exist yet, and a last line still being written (read again next time).
  */
-import { open, stat } from 'node:fs/promises';
+import { open, readdir, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { lineTime } from '@vigil/shared-types';
 
 export interface LogPosition {
@@ -28,6 +29,8 @@ export interface LogRead {
   readonly first: boolean;
   readonly rotated: boolean;
   readonly truncated: boolean;
+  /** On rotation: the file the old inode now has (`FILE.1`, …) whose rest was read first, or null. */
+  readonly rotatedTo?: string | null;
 }
 
 export interface ReadOptions {
@@ -100,8 +103,11 @@ export async function readNewLines(
       .map((t) => t.replace(/\r$/, ''))
       .filter((t) => t.trim() !== '')
       .map((text) => ({ text, at: lineTime(text) ?? mtime }));
+    // Rotated: what was written to the old file after the last read comes first.
+    const before = rotated ? await restOfRotated(path, position, maxBytes) : null;
     return {
-      lines,
+      lines: before ? [...before.lines, ...lines] : lines,
+      rotatedTo: before?.path ?? null,
       position: { dev: st.dev, ino: st.ino, offset: consumedBase + lastNl + 1 },
       first,
       rotated,
@@ -110,6 +116,58 @@ export async function readNewLines(
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * The lines of the rotated file (the remembered inode, renamed beside `path`: `FILE.1`,
+ * `FILE-20250101`, …) after `position`, its last line included (nothing writes there any more).
+ * Null when no such file is found (deleted, compressed).
+ */
+async function restOfRotated(
+  path: string,
+  position: LogPosition,
+  maxBytes: number,
+): Promise<{ path: string; lines: LogLine[] } | null> {
+  const dir = dirname(path);
+  const base = basename(path);
+  let names: string[];
+  try {
+    names = (await readdir(dir)).filter((n) => n !== base && n.startsWith(base));
+  } catch {
+    return null;
+  }
+  // The likeliest names first.
+  names.sort((a, b) => (a === `${base}.1` ? -1 : b === `${base}.1` ? 1 : a.localeCompare(b)));
+  for (const name of names) {
+    const file = join(dir, name);
+    let fh: Awaited<ReturnType<typeof open>>;
+    try {
+      fh = await open(file, 'r');
+    } catch {
+      continue;
+    }
+    try {
+      const st = await fh.stat();
+      if (st.ino !== position.ino || st.dev !== position.dev) continue;
+      const start = Math.max(position.offset, st.size - maxBytes);
+      if (st.size <= start) return { path: file, lines: [] };
+      const buf = Buffer.alloc(st.size - start);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, start);
+      let text = buf.subarray(0, bytesRead).toString('utf8');
+      // Started in the middle of a line (more than maxBytes were written): drop its end.
+      if (start > position.offset) text = text.slice(text.indexOf('\n') + 1);
+      const mtime = st.mtimeMs / 1000;
+      const lines = text
+        .split('\n')
+        .map((t) => t.replace(/\r$/, ''))
+        .filter((t) => t.trim() !== '')
+        .map((t) => ({ text: t, at: lineTime(t) ?? mtime }));
+      return { path: file, lines };
+    } finally {
+      await fh.close();
+    }
+  }
+  return null;
 }
 
 /** The position at the current end of `path` (null when it does not exist). */

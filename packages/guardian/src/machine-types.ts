@@ -14,7 +14,8 @@ import {
 } from '@vigil/shared-types';
 
 export type Target = 'primary' | 'fallback';
-export type ProbeKind = 'chat' | 'models' | 'canary';
+/** `busy`: the quick model-list check that a recent client success may defer the probes (18.1). */
+export type ProbeKind = 'chat' | 'models' | 'canary' | 'busy';
 export type Step = 'integrity' | ProbeKind;
 export type Purpose = 'remediate' | 'activate' | 'restore';
 
@@ -33,9 +34,11 @@ export type RootCause =
   | 'binary_missing'
   | 'integrity_mismatch'
   | 'restart_failed'
+  /** HTTP 503 `model_loading`: a failure only once the start-up grace has run out. */
+  | 'loading'
   | `fatal:${string}`;
 
-export type AlertingReason = 'rate_limit' | 'circuit_open' | 'fallback_unavailable';
+export type AlertingReason = 'rate_limit' | 'circuit_open' | 'fallback_unavailable' | 'fallback_failed';
 
 export interface Alerting {
   readonly reason: AlertingReason;
@@ -67,6 +70,19 @@ export interface MachineState {
   readonly lastModelListAt: number | null;
   readonly lastCanaryAt: number | null;
   readonly lastIntegrityAt: number | null;
+  /** Until when (Unix seconds) the active backend is given its start-up grace: loading is not failing. */
+  readonly graceUntil: number | null;
+  /** The client success whose busy deferral is being checked (the tick under way). */
+  readonly busyAt: number | null;
+  /** A fallback activation under way (write-ahead: one interrupted by a kill is finished by the next run). */
+  readonly activating: Activation | null;
+}
+
+export interface Activation extends FatalFinding {
+  /** Unix seconds: when it began. */
+  readonly since: number;
+  /** How many runs took it up again after an interruption. */
+  readonly resumed: number;
 }
 
 export const INITIAL_STATE: MachineState = {
@@ -84,6 +100,9 @@ export const INITIAL_STATE: MachineState = {
   lastModelListAt: null,
   lastCanaryAt: null,
   lastIntegrityAt: null,
+  graceUntil: null,
+  busyAt: null,
+  activating: null,
 };
 
 /** The limits of the configuration the machine reads (the rest is the shell's). */
@@ -97,6 +116,7 @@ export const MACHINE_LIMITS = [
   'integrityIntervalS',
   'circuitBreakerCauses',
   'circuitWindowS',
+  'startGraceS',
 ] as const;
 
 /** What the machine needs of the configuration: its limits, and of the backends their labels. */
@@ -159,6 +179,14 @@ export type Observation =
       readonly rc: number;
       readonly detail: string;
     }
+  /** Whether the backend served a completion before the start-up grace ran out (`await_serving`). */
+  | {
+      readonly type: 'serving';
+      readonly target: Target;
+      readonly ok: boolean;
+      readonly ms: number;
+      readonly detail: string;
+    }
   | { readonly type: 'integrity'; readonly result: 'ok' | 'missing' | 'mismatch'; readonly detail: string }
   /** The operator's swap-back: `verified` when the primary binary ran standalone. */
   | { readonly type: 'restore'; readonly verified: boolean; readonly detail: string; readonly lock: boolean }
@@ -171,6 +199,8 @@ export type Action =
   | { readonly type: 'service'; readonly op: ServiceAction; readonly target: Target; readonly purpose: Purpose }
   | { readonly type: 'write_lock'; readonly lock: LockRecord }
   | { readonly type: 'remove_lock' }
+  /** Probe `target` until a completion succeeds or `graceS` runs out; observed as `serving`. */
+  | { readonly type: 'await_serving'; readonly target: Target; readonly graceS: number }
   /** Move the primary log's read position to its end: what it said before a restore is history. */
   | { readonly type: 'skip_primary_log' }
   | { readonly type: 'alert'; readonly message: string };
@@ -193,7 +223,12 @@ export interface Decision {
 }
 
 /** Actions after which the shell has an observation to feed back. */
-export const OBSERVING_ACTIONS: ReadonlySet<Action['type']> = new Set(['probe', 'integrity', 'service']);
+export const OBSERVING_ACTIONS: ReadonlySet<Action['type']> = new Set([
+  'probe',
+  'integrity',
+  'service',
+  'await_serving',
+]);
 
 const LEVELS: Record<EventName, LogLevel> = { ...GUARDIAN_EVENT_LEVEL, ...GUARDIAN_EXTRA_EVENT_LEVEL };
 

@@ -8,123 +8,41 @@
  * a decision produces an observation (a probe, an integrity check, a service command), and it is
  * the last one; the others (lock file, alert, log position) produce none.
  */
-import {
-  type Action,
-  type AlertingReason,
-  type Decision,
-  type EventName,
-  event,
-  type GuardianEvent,
-  type MachineConfig,
-  type MachineState,
-  type Observation,
-  type ProbeKind,
-  type RootCause,
-  type Step,
-  type Target,
-} from './machine-types.js';
 
+import { Builder, clearEpisode, roundS } from './machine-builder.js';
+import { busyDecision, isLoading, SYMPTOMS } from './machine-rules.js';
+import type { Decision, EventName, MachineConfig, MachineState, Observation, ProbeKind } from './machine-types.js';
+
+export { busyDecision, isLoading } from './machine-rules.js';
 export * from './machine-types.js';
 
-/** Seconds rounded to milliseconds: what `recent_success_age_s` carries. */
-const roundS = (s: number) => Math.round(s * 1000) / 1000;
-
-interface WorkingState extends Omit<MachineState, 'restarts' | 'causes' | 'plan'> {
-  restarts: number[];
-  causes: Record<string, number>;
-  plan: Step[];
-}
-
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-class Builder {
-  readonly s: Mutable<WorkingState>;
-  readonly actions: Action[] = [];
-  readonly events: GuardianEvent[] = [];
-  exit: number | null = null;
-
-  constructor(
-    state: MachineState,
-    readonly c: MachineConfig,
-    readonly now: number,
-  ) {
-    this.s = {
-      ...state,
-      restarts: [...state.restarts],
-      causes: { ...state.causes },
-      plan: [...state.plan],
-    };
-  }
-
-  agent(target: Target = this.s.mode): string {
-    return target === 'fallback' ? (this.c.agents.fallback ?? 'fallback') : this.c.agents.primary;
-  }
-
-  emit(name: EventName, fields: Record<string, unknown> = {}): void {
-    this.events.push(event(name, fields));
-  }
-
-  done(): Decision {
-    return { state: this.s, actions: this.actions, events: this.events, exit: this.exit };
-  }
-
-  /** Forgets restarts and root causes that left their windows, and a failure streak gone stale. */
-  expire(): void {
-    const { now, c, s } = this;
-    s.restarts = s.restarts.filter((t) => now - t < c.restartWindowS && t <= now);
-    for (const [cause, at] of Object.entries(s.causes)) {
-      if (!(now - at < c.circuitWindowS && at <= now)) delete s.causes[cause];
-    }
-    if (s.lastFailureAt !== null && !(now - s.lastFailureAt < c.restartWindowS)) s.consecutive = 0;
-  }
-
-  /**
-   * Enters the alerting state (manual intervention): no remediation until reset or restore. The
-   * next guardian started in it writes `alerting` once; later ones only exit 2.
-   */
-  alert(reason: AlertingReason, detail: string, alertMessage: string): void {
-    this.s.alerting = { reason, since: this.now, detail, announced: false };
-    this.s.plan = [];
-    this.actions.push({ type: 'alert', message: alertMessage });
-    this.exit = 2;
-  }
-
-  /** Records a root cause; true when that opened the circuit (remediation halts, exit 2). */
-  cause(cause: RootCause): boolean {
-    const { s, c } = this;
-    s.causes[cause] = this.now;
-    const seen = Object.keys(s.causes).sort();
-    if (seen.length < c.circuitBreakerCauses) return false;
-    const detail = `${seen.length} distinct root causes within ${c.circuitWindowS} s (${seen.join(', ')}): remediation halted`;
-    this.emit('circuit_open', { detail });
-    this.alert('circuit_open', detail, `circuit breaker open: ${detail}`);
-    return true;
-  }
-
-  /**
-   * A cadence is due when `every` has passed, give or take a little (2 %, at most 1 s): a timer
-   * that starts a tick a few milliseconds early must not push the probe to the next tick.
-   */
-  due(last: number | null, every: number): boolean {
-    const slack = Math.min(1, every * 0.02);
-    return every > 0 && (last === null || this.now - last >= every - slack || last > this.now);
-  }
-
-  /** Starts the next step of the plan, if any. */
-  next(): void {
-    const { s } = this;
-    const step = s.plan.shift();
-    if (step === undefined) return;
-    if (step === 'integrity') {
-      s.lastIntegrityAt = this.now;
-      this.actions.push({ type: 'integrity' });
-      return;
-    }
-    if (step === 'models') s.lastModelListAt = this.now;
-    if (step === 'canary') s.lastCanaryAt = this.now;
-    s.lastProbeAt = this.now;
-    this.actions.push({ type: 'probe', probe: step, target: s.mode });
-  }
+/**
+ * The fallback activation: lock file, primary stopped, fallback started, then waited for until it
+ * serves. Remembered in the state before any of it is done, so that a run killed in the middle is
+ * finished by the next one.
+ */
+function activate(b: Builder, finding: { pattern: string; line: string }, since: number, resumed: number): void {
+  const { s, c } = b;
+  s.activating = { pattern: finding.pattern, line: finding.line, since, resumed };
+  s.consecutive = 0;
+  s.lastFailureAt = null;
+  s.restarts = [];
+  s.graceUntil = null;
+  s.mode = 'fallback';
+  b.actions.push(
+    {
+      type: 'write_lock',
+      lock: {
+        what: `fallback active: the primary's log has the fatal pattern "${finding.pattern}"; restarts cannot fix it`,
+        since,
+        pattern: finding.pattern,
+        line: finding.line,
+        primary: c.agents.primary,
+        fallback: b.agent('fallback'),
+      },
+    },
+    { type: 'service', op: 'stop', target: 'primary', purpose: 'activate' },
+  );
 }
 
 function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
@@ -144,6 +62,16 @@ function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
     return;
   }
   b.expire();
+  s.busyAt = null;
+  if (s.graceUntil !== null && !(now < s.graceUntil && s.graceUntil - now <= c.startGraceS)) s.graceUntil = null;
+
+  // An activation a kill interrupted: finish it (the lock, the stop and the start are idempotent).
+  if (s.activating !== null && c.agents.fallback !== null) {
+    const a = s.activating;
+    activate(b, a, a.since, a.resumed + 1);
+    return;
+  }
+  s.activating = null;
 
   // A fatal pattern in the primary's log, checked before anything that could rate-limit.
   // Never a fallback from the fallback: in fallback mode the primary's log is not acted on.
@@ -156,42 +84,48 @@ function onTick(b: Builder, o: Extract<Observation, { type: 'tick' }>): void {
       b.alert('fallback_unavailable', detail, `fallback needed but none configured: ${detail}`);
       return;
     }
+    // The swap is one root cause: the failures that led to it were its symptoms.
+    for (const cause of Object.keys(s.causes)) if (SYMPTOMS.has(cause)) delete s.causes[cause];
     if (b.cause(`fatal:${pattern}`)) return;
-    s.consecutive = 0;
-    s.lastFailureAt = null;
-    s.restarts = [];
-    s.mode = 'fallback';
-    b.actions.push(
-      {
-        type: 'write_lock',
-        lock: {
-          what: `fallback active: the primary's log has the fatal pattern "${pattern}"; restarts cannot fix it`,
-          since: now,
-          pattern,
-          line,
-          primary: c.agents.primary,
-          fallback,
-        },
-      },
-      { type: 'service', op: 'stop', target: 'primary', purpose: 'activate' },
-    );
+    activate(b, { pattern, line }, now, 0);
     return;
   }
 
   if (c.integrity && b.due(s.lastIntegrityAt, c.integrityIntervalS)) s.plan.push('integrity');
-  if (o.lastSuccessAt !== null && now - o.lastSuccessAt < c.busyWindowS) {
-    // Busy: a client was served recently, which is proof enough; no probe, no escalation.
-    b.emit('probe_skip_busy', { recent_success_age_s: roundS(Math.max(0, now - o.lastSuccessAt)) });
+  if (busyDecision(o.lastSuccessAt, now, c.busyWindowS, null) === 'check') {
+    // A client was served recently: proof enough, if the server still answers its model list.
+    s.busyAt = o.lastSuccessAt;
+    s.plan.push('busy');
   } else {
-    if (b.due(s.lastModelListAt, c.modelListIntervalS)) s.plan.push('models');
-    s.plan.push('chat');
-    if (b.due(s.lastCanaryAt, c.canaryIntervalS)) s.plan.push('canary');
+    planProbes(b);
   }
   b.next();
 }
 
-const OK_EVENT: Record<ProbeKind, EventName> = { chat: 'probe_ok', models: 'model_list_ok', canary: 'canary_ok' };
-const FAIL_EVENT: Record<ProbeKind, EventName> = {
+function planProbes(b: Builder): void {
+  const { s, c } = b;
+  if (b.due(s.lastModelListAt, c.modelListIntervalS)) s.plan.push('models');
+  s.plan.push('chat');
+  if (b.due(s.lastCanaryAt, c.canaryIntervalS)) s.plan.push('canary');
+}
+
+function onBusyCheck(b: Builder, o: Extract<Observation, { type: 'probe' }>): void {
+  const { s, c, now } = b;
+  const at = s.busyAt;
+  s.busyAt = null;
+  if (busyDecision(at, now, c.busyWindowS, o.ok) === 'skip' && at !== null) {
+    // Busy: no probe, no escalation.
+    b.emit('probe_skip_busy', { recent_success_age_s: roundS(Math.max(0, now - at)) });
+  } else {
+    // Refused, or no answer within busyCheckS: not busy; the probes find out and count.
+    planProbes(b);
+  }
+  b.next();
+}
+
+type Probe = Exclude<ProbeKind, 'busy'>;
+const OK_EVENT: Record<Probe, EventName> = { chat: 'probe_ok', models: 'model_list_ok', canary: 'canary_ok' };
+const FAIL_EVENT: Record<Probe, EventName> = {
   chat: 'probe_fail',
   models: 'model_list_fail',
   canary: 'canary_fail',
@@ -199,23 +133,39 @@ const FAIL_EVENT: Record<ProbeKind, EventName> = {
 
 function onProbe(b: Builder, o: Extract<Observation, { type: 'probe' }>): void {
   const { s, c, now } = b;
+  if (o.probe === 'busy') {
+    onBusyCheck(b, o);
+    return;
+  }
+  const probe: Probe = o.probe;
   const probeMs = Math.max(0, Math.round(o.ms));
   if (o.ok) {
-    b.emit(OK_EVENT[o.probe], { probe_ms: probeMs, agent: b.agent() });
-    if (o.probe !== 'models') {
+    b.emit(OK_EVENT[probe], { probe_ms: probeMs, agent: b.agent() });
+    if (probe !== 'models') {
       // A real completion: the failure streak is over. (A model list proves nothing: spec 3.4.)
       s.consecutive = 0;
       s.lastFailureAt = null;
       s.lastOkAt = now;
+      s.graceUntil = null;
     }
     b.next();
     return;
   }
   // One failure per tick: the rest of the plan is dropped.
   s.plan = [];
+  if (isLoading(s.graceUntil, now, o.cause)) {
+    // Still starting after a start, restart, restore or fallback: not a failure, nothing counted.
+    const until = new Date((s.graceUntil ?? now) * 1000).toISOString();
+    b.emit('probe_loading', {
+      probe_ms: probeMs,
+      agent: b.agent(),
+      detail: `${o.snippet ?? o.cause}; start-up grace until ${until}`,
+    });
+    return;
+  }
   s.consecutive += 1;
   s.lastFailureAt = now;
-  b.emit(FAIL_EVENT[o.probe], { probe_ms: probeMs, consecutive: s.consecutive, snippet: o.snippet ?? '' });
+  b.emit(FAIL_EVENT[probe], { probe_ms: probeMs, consecutive: s.consecutive, snippet: o.snippet ?? '' });
   if (b.cause(o.cause ?? 'network')) return;
   if (s.consecutive < c.failuresBeforeRestart) return;
   b.expire();
@@ -240,6 +190,7 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
   if (o.purpose === 'remediate') {
     b.emit('restart_requested', { rc: o.rc });
     if (failed) b.cause('restart_failed');
+    else s.graceUntil = b.now + c.startGraceS;
     return;
   }
   if (failed) {
@@ -252,15 +203,12 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
       return;
     }
     s.mode = 'fallback';
-    b.emit('fallback_activated');
-    b.actions.push({
-      type: 'alert',
-      message:
-        `fallback activated: ${c.agents.primary} stopped, ${b.agent('fallback')} started` +
-        (s.failedCommands > 0 ? ` (${s.failedCommands} service command(s) failed)` : '') +
-        '; run `guardian restore` once the primary is fixed',
-    });
-    s.failedCommands = 0;
+    if (failed) {
+      fallbackFailed(b, `the start command of ${b.agent('fallback')} exited with ${o.rc}: ${o.detail}`);
+      return;
+    }
+    // Activated once it serves: wait for it, within its start-up grace.
+    b.actions.push({ type: 'await_serving', target: 'fallback', graceS: c.startGraceS });
     return;
   }
   // restore: stop the fallback → remove the lock, start the primary → restart the primary.
@@ -280,6 +228,41 @@ function onService(b: Builder, o: Extract<Observation, { type: 'service' }>): vo
   b.exit = s.failedCommands > 0 ? 1 : 0;
   s.failedCommands = 0;
   clearEpisode(s);
+  if (!failed) s.graceUntil = b.now + c.startGraceS;
+}
+
+function fallbackFailed(b: Builder, detail: string): void {
+  b.s.activating = null;
+  b.s.failedCommands = 0;
+  const full = `${b.agent('fallback')} does not serve after the fallback activation: ${detail}`;
+  b.emit('fallback_failed', { detail: full });
+  b.alert('fallback_failed', full, `fallback failed: ${full}; nothing serves completions`);
+}
+
+function onServing(b: Builder, o: Extract<Observation, { type: 'serving' }>): void {
+  const { s, c } = b;
+  const a = s.activating;
+  if (!o.ok) {
+    fallbackFailed(b, o.detail);
+    return;
+  }
+  s.activating = null;
+  s.graceUntil = null;
+  s.lastOkAt = b.now;
+  b.emit('fallback_activated');
+  const resumed =
+    a && a.resumed > 0
+      ? ` (an activation begun ${new Date(a.since * 1000).toISOString()} was interrupted and finished now)`
+      : '';
+  b.actions.push({
+    type: 'alert',
+    message:
+      `fallback activated: ${c.agents.primary} stopped, ${b.agent('fallback')} started and serving` +
+      (s.failedCommands > 0 ? ` (${s.failedCommands} service command(s) failed)` : '') +
+      resumed +
+      '; run `guardian restore` once the primary is fixed',
+  });
+  s.failedCommands = 0;
 }
 
 function onIntegrity(b: Builder, o: Extract<Observation, { type: 'integrity' }>): void {
@@ -297,16 +280,6 @@ function onIntegrity(b: Builder, o: Extract<Observation, { type: 'integrity' }>)
     if (b.cause('integrity_mismatch')) return;
   }
   b.next();
-}
-
-function clearEpisode(s: Mutable<WorkingState>): void {
-  s.mode = 'primary';
-  s.alerting = null;
-  s.consecutive = 0;
-  s.lastFailureAt = null;
-  s.restarts = [];
-  s.causes = {};
-  s.plan = [];
 }
 
 function onRestore(b: Builder, o: Extract<Observation, { type: 'restore' }>): void {
@@ -352,6 +325,9 @@ export function decide(state: MachineState, observation: Observation, config: Ma
       break;
     case 'service':
       onService(b, observation);
+      break;
+    case 'serving':
+      onServing(b, observation);
       break;
     case 'integrity':
       onIntegrity(b, observation);

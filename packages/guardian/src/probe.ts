@@ -5,13 +5,26 @@
  * to a process since restarted would fail for the wrong reason), and classified into a root
  * cause when it fails.
  */
+import { readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import { formatHostPort, type HostPort, INFERENCE_PATHS, isProbeSuccess, probeRequest } from '@vigil/shared-types';
 import got, { type Got, RequestError } from 'got';
 import type { ProbeKind, RootCause } from './machine.js';
 
+/** Mutual TLS: the server's mTLS listener, the client certificate and key, the CA of the server. */
+export interface MtlsTarget {
+  readonly address: HostPort;
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+  readonly servername?: string | undefined;
+}
+
 export interface ProbeTarget {
   readonly http: HostPort;
+  /** When set, probes go here over mutual TLS instead of to `http`. */
+  readonly mtls?: MtlsTarget | undefined;
   readonly model: string;
 }
 
@@ -20,6 +33,8 @@ export interface ProbeSettings {
   readonly prompt: string;
   readonly canaryPrompt: string;
   readonly canaryMaxTokens: number;
+  /** The busy check's limit: a model list slower than this is "not answering". */
+  readonly busyCheckMs?: number;
 }
 
 export interface ProbeResult {
@@ -53,10 +68,11 @@ export function classifyError(err: unknown): RootCause {
 
 /** Judges a reply: the root cause of a failure, or null when the probe succeeded. */
 export function judgeReply(kind: ProbeKind, status: number, body: string): RootCause | null {
+  if (status === 503 && body.includes('model_loading')) return 'loading';
   if (status < 200 || status > 299) return 'http_error';
   if (body.trim() === '') return 'empty_reply';
   if (kind === 'chat') return isProbeSuccess(body) ? null : 'no_content';
-  if (kind === 'models') {
+  if (kind === 'models' || kind === 'busy') {
     try {
       const list = JSON.parse(body) as { data?: unknown };
       return Array.isArray(list.data) ? null : 'no_content';
@@ -77,6 +93,7 @@ export function judgeReply(kind: ProbeKind, status: number, body: string): RootC
 export class Prober {
   private readonly client: Got;
   private readonly agent = new Agent({ keepAlive: false, maxSockets: 4 });
+  private readonly httpsAgent = new HttpsAgent({ keepAlive: false, maxSockets: 4 });
 
   constructor(private readonly settings: ProbeSettings) {
     this.client = got.extend({
@@ -84,14 +101,16 @@ export class Prober {
       throwHttpErrors: false,
       followRedirect: false,
       responseType: 'text',
-      agent: { http: this.agent },
+      agent: { http: this.agent, https: this.httpsAgent },
       headers: { 'user-agent': 'vigil-guardian' },
     });
   }
 
   /** Runs one probe against `target`; never throws. `signal` aborts it (shutdown). */
   async probe(kind: ProbeKind, target: ProbeTarget, signal?: AbortSignal): Promise<ProbeResult> {
-    const base = `http://${formatHostPort(target.http)}`;
+    const base = target.mtls
+      ? `https://${formatHostPort(target.mtls.address)}`
+      : `http://${formatHostPort(target.http)}`;
     const startedAt = Date.now() / 1000;
     const t0 = performance.now();
     const finish = (r: { ok: boolean; cause?: RootCause; snippet?: string }): ProbeResult => ({
@@ -101,9 +120,15 @@ export class Prober {
       endedAt: Date.now() / 1000,
     });
     try {
-      const options = { timeout: { request: this.settings.budgetMs }, ...(signal ? { signal } : {}) };
+      const budgetMs =
+        kind === 'busy' ? Math.min(this.settings.budgetMs, this.settings.busyCheckMs ?? 3000) : this.settings.budgetMs;
+      const options = {
+        timeout: { request: budgetMs },
+        ...(signal ? { signal } : {}),
+        ...(target.mtls ? { https: tlsOptions(target.mtls) } : {}),
+      };
       const res =
-        kind === 'models'
+        kind === 'models' || kind === 'busy'
           ? await this.client.get(`${base}${INFERENCE_PATHS.models}`, options)
           : await this.client.post(`${base}${INFERENCE_PATHS.chatCompletions}`, {
               ...options,
@@ -129,7 +154,7 @@ export class Prober {
       return finish({ ok: false, cause, snippet });
     } catch (err) {
       const cause = classifyError(err);
-      const budgetS = this.settings.budgetMs / 1000;
+      const budgetS = (kind === 'busy' ? (this.settings.busyCheckMs ?? 3000) : this.settings.budgetMs) / 1000;
       const message =
         cause === 'timeout'
           ? `no complete reply within the ${budgetS} s budget`
@@ -140,7 +165,42 @@ export class Prober {
     }
   }
 
+  /**
+   * Probes `target` with the chat probe until one succeeds or `graceMs` has passed (a backend
+   * just started is loading): a pause of 250 ms doubling to at most 2 s between attempts.
+   */
+  async awaitServing(
+    target: ProbeTarget,
+    graceMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ ok: boolean; ms: number; last: ProbeResult | null; attempts: number }> {
+    const t0 = performance.now();
+    let pause = 250;
+    let last: ProbeResult | null = null;
+    let attempts = 0;
+    for (;;) {
+      last = await this.probe('chat', target, signal);
+      attempts += 1;
+      const ms = performance.now() - t0;
+      if (last.ok) return { ok: true, ms, last, attempts };
+      if (ms + pause >= graceMs || signal?.aborted) return { ok: false, ms, last, attempts };
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      pause = Math.min(2000, pause * 2);
+    }
+  }
+
   close(): void {
     this.agent.destroy();
+    this.httpsAgent.destroy();
   }
+}
+
+/** got's TLS options for a mutual-TLS probe; the files are read each time (certificates get renewed). */
+function tlsOptions(m: MtlsTarget) {
+  return {
+    key: readFileSync(m.key),
+    certificate: readFileSync(m.cert),
+    certificateAuthority: readFileSync(m.ca),
+    ...(m.servername ? { servername: m.servername } : {}),
+  };
 }

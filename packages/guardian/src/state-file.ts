@@ -33,7 +33,9 @@ export interface StateFileData {
 
 const nowS = () => Date.now() / 1000;
 
-const time = z.number().nullable().default(null);
+/** Unix seconds a Date can hold (a time beyond it, `1e300`, is a damaged file, not a time). */
+const when = z.number().min(0).max(8.64e12);
+const time = when.nullable().default(null);
 const target = z.enum(['primary', 'fallback']);
 
 /** The machine's part; a key it lacks takes its initial value. */
@@ -41,12 +43,12 @@ const machineSchema = z.object({
   mode: target.default(INITIAL_STATE.mode),
   consecutive: z.number().int().min(0).default(0),
   lastFailureAt: time,
-  restarts: z.array(z.number()).default([]),
-  causes: z.record(z.string(), z.number()).default({}),
+  restarts: z.array(when).default([]),
+  causes: z.record(z.string(), when).default({}),
   alerting: z
     .object({
-      reason: z.enum(['rate_limit', 'circuit_open', 'fallback_unavailable']),
-      since: z.number(),
+      reason: z.enum(['rate_limit', 'circuit_open', 'fallback_unavailable', 'fallback_failed']),
+      since: when,
       detail: z.string().default(''),
       announced: z.boolean().default(false),
     })
@@ -64,6 +66,21 @@ const machineSchema = z.object({
   lastModelListAt: time,
   lastCanaryAt: time,
   lastIntegrityAt: time,
+  graceUntil: time,
+  // The busy check of a tick under way is not resumed either.
+  busyAt: z
+    .unknown()
+    .optional()
+    .transform(() => null),
+  activating: z
+    .object({
+      pattern: z.string(),
+      line: z.string().default(''),
+      since: when,
+      resumed: z.number().int().min(0).default(0),
+    })
+    .nullable()
+    .default(null),
 });
 
 const positionSchema = z.object({ dev: z.number(), ino: z.number(), offset: z.number().int().min(0) });
@@ -102,6 +119,10 @@ export function parseState(path: string, text: string): StateFileData {
   }
   const r = stateSchema.safeParse(value);
   if (r.success) return r.data satisfies StateFileData;
+  const version = (value as { version?: unknown } | null)?.version;
+  if (typeof version === 'number' && version > STATE_VERSION) {
+    throw new StateFileError(path, `was written by a newer guardian (version ${version})`, false);
+  }
   if (r.error.issues.some((i) => i.path.length === 0 || i.path[0] === 'version')) {
     throw new StateFileError(path, `is not a guardian state file of version ${STATE_VERSION}`);
   }

@@ -102,3 +102,38 @@ describe('lineTime', () => {
     expect(lineTime('Segmentation fault (core dumped)')).toBeNull();
   });
 });
+
+describe('rotation (issue 18.5)', () => {
+  it('reads the lines written between the last read and a rotation from the rotated file, before the new one', async () => {
+    const { mkdtempSync, appendFileSync: append, renameSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join: j } = await import('node:path');
+    const dir = mkdtempSync(j(tmpdir(), 'vigil-rotate-'));
+    try {
+      const log = j(dir, 'inference.log');
+      append(log, 'one\n');
+      const first = await readNewLines(log, null);
+      append(log, 'two: Segmentation fault\nthree (no newline yet)');
+      renameSync(log, `${log}.1`);
+      append(log, 'four\n');
+      const r = await readNewLines(log, first.position);
+      expect(r.rotated).toBe(true);
+      expect(r.rotatedTo).toBe(`${log}.1`);
+      expect(r.lines.map((l) => l.text)).toEqual(['two: Segmentation fault', 'three (no newline yet)', 'four']);
+      // A dated name works too, and a rotated file that is gone leaves only the new one.
+      append(log, 'five\n');
+      renameSync(log, `${log}-20250101`);
+      append(log, 'six\n');
+      const dated = await readNewLines(log, r.position);
+      expect(dated.lines.map((l) => l.text)).toEqual(['five', 'six']);
+      rmSync(`${log}-20250101`);
+      append(log, 'seven\n');
+      renameSync(log, `${log}.2`);
+      rmSync(`${log}.2`);
+      append(log, 'eight\n');
+      expect((await readNewLines(log, dated.position)).lines.map((l) => l.text)).toEqual(['eight']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

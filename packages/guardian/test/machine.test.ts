@@ -29,6 +29,7 @@ const C: MachineConfig = {
   integrityIntervalS: 300,
   circuitBreakerCauses: 4,
   circuitWindowS: 3600,
+  startGraceS: 120,
   agents: { primary: 'inference-primary', fallback: 'inference-fallback' },
   integrity: true,
 };
@@ -46,6 +47,8 @@ interface World {
   /** Exit status of service commands (default 0). */
   rc?: (a: Extract<Action, { type: 'service' }>) => number;
   integrity?: Extract<Observation, { type: 'integrity' }>['result'];
+  /** Whether a backend waited for after its start serves (default true). */
+  serving?: boolean;
 }
 
 interface Run {
@@ -74,6 +77,9 @@ function drive(state: MachineState, first: Observation, now: number, world: Worl
         obs = { type: 'service', op: a.op, target: a.target, purpose: a.purpose, rc: world.rc?.(a) ?? 0, detail: '' };
       } else if (a.type === 'integrity') {
         obs = { type: 'integrity', result: world.integrity ?? 'ok', detail: 'checked' };
+      } else if (a.type === 'await_serving') {
+        const ok = world.serving ?? true;
+        obs = { type: 'serving', target: a.target, ok, ms: 500, detail: ok ? 'served after 0.5 s' : 'no completion' };
       }
     }
     if (d.exit !== null) {
@@ -135,19 +141,19 @@ describe('spec 3.1, row by row', () => {
       after: { consecutive: 0, mode: 'primary' },
     },
     {
-      row: 'serving, success logged by either backend within 90 s → serving, probe_skip_busy, no probe',
+      row: 'serving, success logged by either backend within 90 s, the model list answers → serving, probe_skip_busy, no probe',
       state: {},
       obs: tick({ lastSuccessAt: T0 - 30 }),
       events: ['probe_skip_busy'],
-      probes: [],
+      probes: ['busy@primary'],
       after: { consecutive: 0 },
     },
     {
-      row: 'failing and busy → no escalation: the failure count stays, no probe, no restart',
+      row: 'failing and busy (the model list answers) → no escalation: the failure count stays, no probe, no restart',
       state: { consecutive: 1, lastFailureAt: T0 - 60 },
       obs: tick({ lastSuccessAt: T0 - 10 }),
       events: ['probe_skip_busy'],
-      probes: [],
+      probes: ['busy@primary'],
       services: [],
       after: { consecutive: 1 },
     },
@@ -296,7 +302,7 @@ describe('the restart that follows', () => {
   it('writes the lock file with what, when and the matching line before it stops the primary', () => {
     const line = 'ggml_metal_init: error: Failed to load the default metallib';
     const r = drive(S0, tick({ fatal: { pattern: 'Failed to load the default metallib', line } }), T0);
-    expect(r.actions.map((a) => a.type)).toEqual(['write_lock', 'service', 'service', 'alert']);
+    expect(r.actions.map((a) => a.type)).toEqual(['write_lock', 'service', 'service', 'await_serving', 'alert']);
     expect(r.actions[0]).toEqual({
       type: 'write_lock',
       lock: {
@@ -519,7 +525,7 @@ describe('spec 8 limits', () => {
   });
 
   it('counts each fatal pattern as its own root cause', () => {
-    const causes = { timeout: T0, refused: T0, 'fatal:Segmentation fault': T0 };
+    const causes = { binary_missing: T0, integrity_mismatch: T0, 'fatal:Segmentation fault': T0 };
     const r = drive({ ...S0, causes }, tick({ fatal: { pattern: 'Out of memory', line: 'Out of memory' } }), T0);
     expect(names(r)).toEqual(['circuit_open']);
     expect(r.actions.map((a) => a.type)).toEqual(['alert']);

@@ -24,6 +24,8 @@ export const GUARDIAN_CONFIG_DEFAULTS = {
   lockFile: 'inference-fallback.lock',
   standaloneTimeoutS: 30,
   alertTimeoutS: 5,
+  startGraceS: 120,
+  busyCheckS: 3,
 } as const;
 
 /** Seconds, 0 allowed (a cadence of 0 is "off", an interval of 0 "back to back"). */
@@ -52,11 +54,26 @@ function defaultAgent(s: ServiceManagerConfig, role: 'primary' | 'fallback'): st
 export function guardianConfigSchema(resolvePath: (path: string) => string = (p) => p) {
   const path = () => text().transform((p) => resolvePath(p));
 
+  /**
+   * Probes over mutual TLS instead of the plain listener: the server's mTLS address, the client
+   * certificate and key it accepts, and the CA that signed the server's certificate.
+   */
+  const mtls = strictObject({
+    address: addressSchema,
+    cert: path(),
+    key: path(),
+    ca: path(),
+    /** The name the server's certificate must carry (default: the address's host). */
+    servername: text().optional(),
+  });
+
   const primary = strictObject({
     /** The label events give it (default: the launchd label, the systemd unit, or `primary`). */
     agent: text().optional(),
     /** Its plain HTTP listener. */
     http: addressSchema.prefault(formatHostPort(INFERENCE_HTTP)),
+    /** Probe over mutual TLS (the plain listener may be off). */
+    mtls: mtls.optional(),
     /** The model id probes ask for. */
     model: text(),
     service,
@@ -85,6 +102,7 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
   const fallback = strictObject({
     agent: text().optional(),
     http: addressSchema.optional(),
+    mtls: mtls.optional(),
     model: text().optional(),
     service,
     accessLog: path().optional(),
@@ -114,6 +132,10 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     circuitBreakerCauses: count(D.circuitBreakerCauses),
     circuitWindowS: positive(E.circuitWindowS),
     recentLogS: seconds(E.recentLogS),
+    /** After a start, restart, restore or fallback: a loading server is not a failure this long. */
+    startGraceS: seconds(E.startGraceS),
+    /** The model list must answer this soon for a recent success to defer a probe (busy). */
+    busyCheckS: positive(E.busyCheckS),
     commandTimeoutS: positive(E.commandTimeoutS),
     probePrompt: text().default(E.probePrompt),
     canaryPrompt: text().default(E.canaryPrompt),
@@ -149,5 +171,8 @@ export type GuardianConfig = z.output<GuardianConfigSchema>;
 export type GuardianConfigFile = z.input<GuardianConfigSchema>;
 export type GuardianPrimaryConfig = GuardianConfig['primary'];
 /** What the guardian needs of either backend (the fallback's keys). */
-export type GuardianBackendConfig = Pick<GuardianPrimaryConfig, 'agent' | 'http' | 'model' | 'service' | 'accessLog'>;
+export type GuardianBackendConfig = Pick<
+  GuardianPrimaryConfig,
+  'agent' | 'http' | 'mtls' | 'model' | 'service' | 'accessLog'
+>;
 export type GuardianAlertConfig = NonNullable<GuardianConfig['alert']>;

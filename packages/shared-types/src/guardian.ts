@@ -78,6 +78,9 @@ export const GUARDIAN_EXTRA_EVENTS = [
   'reset',
   'alert_sent',
   'alert_failed',
+  'probe_loading',
+  'fallback_failed',
+  'state_reset',
 ] as const;
 
 export type GuardianExtraEventName = (typeof GUARDIAN_EXTRA_EVENTS)[number];
@@ -93,6 +96,7 @@ export type GuardianExtraLogRecord =
       snippet: string;
     }
   | { ts: number; level: LogLevel; event: 'restored'; agent: string }
+  | { ts: number; level: LogLevel; event: 'probe_loading'; probe_ms: number; agent: string; detail: string }
   | { ts: number; level: LogLevel; event: 'service_failed'; action: string; agent: string; rc: number; detail: string }
   | {
       ts: number;
@@ -106,7 +110,9 @@ export type GuardianExtraLogRecord =
         | 'restore_refused'
         | 'reset'
         | 'alert_sent'
-        | 'alert_failed';
+        | 'alert_failed'
+        | 'fallback_failed'
+        | 'state_reset';
       detail: string;
     };
 
@@ -126,6 +132,9 @@ export const GUARDIAN_EXTRA_EVENT_FIELDS: Readonly<Record<GuardianExtraEventName
   reset: ['detail'],
   alert_sent: ['detail'],
   alert_failed: ['detail'],
+  probe_loading: ['probe_ms', 'agent', 'detail'],
+  fallback_failed: ['detail'],
+  state_reset: ['detail'],
 };
 
 export const GUARDIAN_EXTRA_EVENT_LEVEL: Readonly<Record<GuardianExtraEventName, LogLevel>> = {
@@ -144,6 +153,9 @@ export const GUARDIAN_EXTRA_EVENT_LEVEL: Readonly<Record<GuardianExtraEventName,
   reset: 'info',
   alert_sent: 'info',
   alert_failed: 'warn',
+  probe_loading: 'info',
+  fallback_failed: 'error',
+  state_reset: 'error',
 };
 
 /** Strings in the recent primary-backend log that restarts cannot fix (spec 3.3). */

@@ -1,0 +1,46 @@
+/**
+ * The pure rules of the guardian's recovery decisions (issues 18 and 19): the busy deferral, the
+ * start-up grace, which root causes a fallback swap replaces.
+ */
+import type { RootCause } from './machine-types.js';
+
+/**
+ * Busy deferral (spec 3.1, DESIGN 5): a client's success within the busy window defers the probes,
+ * but only for a server that answers its static model list within `busyCheckS` (`answered`): a
+ * server that refuses connections or does not answer (crashed, SIGSTOPped) is not busy.
+ * `answered` null: not checked yet. 'check': ask the model list; 'skip': `probe_skip_busy`;
+ * 'probe': the normal probes.
+ */
+export function busyDecision(
+  lastSuccessAt: number | null,
+  now: number,
+  busyWindowS: number,
+  answered: boolean | null,
+): 'check' | 'skip' | 'probe' {
+  if (lastSuccessAt === null || !(now - lastSuccessAt < busyWindowS)) return 'probe';
+  if (answered === null) return 'check';
+  return answered ? 'skip' : 'probe';
+}
+
+/** Causes that mean "not up yet" while a backend starts: refused connections, 503 `model_loading`. */
+const LOADING_CAUSES: ReadonlySet<RootCause> = new Set(['refused', 'loading']);
+
+/**
+ * A failed probe that is a backend still starting within its start-up grace (after a start,
+ * restart, restore or fallback of the guardian's): "loading", not a failure.
+ */
+export function isLoading(graceUntil: number | null, now: number, cause: RootCause | undefined): boolean {
+  return graceUntil !== null && now < graceUntil && cause !== undefined && LOADING_CAUSES.has(cause);
+}
+
+/** Root causes that are symptoms of a dying primary: a fallback swap replaces them with its one cause. */
+export const SYMPTOMS: ReadonlySet<string> = new Set([
+  'timeout',
+  'refused',
+  'reset',
+  'network',
+  'http_error',
+  'empty_reply',
+  'no_content',
+  'loading',
+]);
