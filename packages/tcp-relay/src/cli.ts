@@ -8,7 +8,15 @@ import {
   SERVICE_LOG_LEVELS,
   splitList,
 } from '@vigil/shared-types';
-import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
+import {
+  createServiceLogger,
+  FlagValueError,
+  flagParser,
+  intFlag,
+  runCli,
+  secondsFlag,
+  stopOnSignals,
+} from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
 import { defaultAllow, parseCidr } from './cidr.js';
@@ -16,6 +24,15 @@ import { startRelay } from './relay.js';
 import { VERSION } from './version.js';
 
 const BIN = 'tcp-relay';
+
+/** A switch from the environment: 1/true/yes on, 0/false/no or empty off; anything else is bad usage. */
+const ALLOW_FILE_PARAMS_ENV = envVarFor(BIN, '--allow-file-params');
+function envSwitch(name: string): boolean {
+  const v = (process.env[name] ?? '').trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new FlagValueError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
+}
 
 const seconds = secondsFlag(0, 'expected a number of seconds');
 const count = intFlag(1, 'expected a positive integer');
@@ -59,6 +76,12 @@ const program = new Command(BIN)
     ).default('default'),
   )
   .addOption(
+    new Option(
+      '--allow-file-params',
+      `with the filter on, let params name host files (attachments, avatars as paths rather than data: URIs); env ${ALLOW_FILE_PARAMS_ENV}=1`,
+    ),
+  )
+  .addOption(
     opt('--max-line-bytes <n>', 'longest request line from a guest when filtering')
       .argParser(count)
       .default(8 * 1024 * 1024),
@@ -88,6 +111,7 @@ const program = new Command(BIN)
       connectTimeoutMs: o.connectTimeout * 1000,
       idleTimeoutMs: o.idleTimeout * 1000,
       refuse,
+      allowFileParams: o.allowFileParams === true || envSwitch(ALLOW_FILE_PARAMS_ENV),
       maxLineBytes: o.maxLineBytes,
       bindRetryMs: Math.max(10, o.watchInterval * 1000),
       watchIntervalMs: Math.max(10, o.watchInterval * 1000),
