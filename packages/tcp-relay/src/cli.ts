@@ -1,4 +1,5 @@
 import {
+  ConfigError,
   envVarFor,
   formatHostPort,
   parseHostPort,
@@ -8,15 +9,7 @@ import {
   SERVICE_LOG_LEVELS,
   splitList,
 } from '@vigil/shared-types';
-import {
-  createServiceLogger,
-  FlagValueError,
-  flagParser,
-  intFlag,
-  runCli,
-  secondsFlag,
-  stopOnSignals,
-} from '@vigil/shared-types/node';
+import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
 import { defaultAllow, parseCidr } from './cidr.js';
@@ -31,7 +24,7 @@ function envSwitch(name: string): boolean {
   const v = (process.env[name] ?? '').trim().toLowerCase();
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
   if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
-  throw new FlagValueError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
+  throw new ConfigError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
 }
 
 const seconds = secondsFlag(0, 'expected a number of seconds');
@@ -100,6 +93,7 @@ const program = new Command(BIN)
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
+    const allowFileParams = o.allowFileParams === true || envSwitch(ALLOW_FILE_PARAMS_ENV);
     const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const filter = String(o.filter).trim();
     const refuse = filter === 'off' ? null : filter === 'default' ? RELAY_REFUSED_METHODS : splitList(filter);
@@ -111,7 +105,7 @@ const program = new Command(BIN)
       connectTimeoutMs: o.connectTimeout * 1000,
       idleTimeoutMs: o.idleTimeout * 1000,
       refuse,
-      allowFileParams: o.allowFileParams === true || envSwitch(ALLOW_FILE_PARAMS_ENV),
+      allowFileParams,
       maxLineBytes: o.maxLineBytes,
       bindRetryMs: Math.max(10, o.watchInterval * 1000),
       watchIntervalMs: Math.max(10, o.watchInterval * 1000),
