@@ -39,8 +39,12 @@ const send = (msg) => {
   if (process.connected) process.send(msg);
 };
 
-/** Random bytes, so that nothing on the way (the kernel, socat, the relay) gets an easy stream. */
-const BULK = randomBytes(CHUNK);
+/**
+ * Random bytes, so that nothing on the way (the kernel, socat, the relay) gets an easy stream;
+ * without `"` or `\` bytes, since the filter answers and drops a line that could hold a refused
+ * name or a `\u` escape and is not JSON (random bytes never are): every byte must arrive.
+ */
+const BULK = randomBytes(CHUNK).map((b) => (b === 0x22 ? 0x21 : b === 0x5c ? 0x5b : b));
 
 /** Writes `total` bytes of BULK to `sock` with backpressure; calls `done` after the last write. */
 function pump(sock, total, done) {

@@ -13,7 +13,8 @@
 //              apt-get when it is missing; "n/a" with the reason when that fails).
 // The load client (peer.mjs client) and the servers are child processes too, so that the client,
 // the relay and the server never share an event loop. Measures, each path in turn:
-//   1. bulk throughput client->server and server->client: random bytes in 64 KiB writes with
+//   1. bulk throughput client->server and server->client: random bytes (no `"` or `\`: the
+//      filter drops a line that could hide a refused name and is no JSON) in 64 KiB writes with
 //      backpressure, 1 GiB per run each way (RELAY_BENCH_BYTES, in bytes or with a K, M or G
 //      suffix, sets another size; without it, less when a quick first pass says 1 GiB would not
 //      fit the time; the output says so); timed from the sender's first write to the receiver's

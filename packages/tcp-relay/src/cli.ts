@@ -1,4 +1,5 @@
 import {
+  ConfigError,
   envVarFor,
   formatHostPort,
   parseHostPort,
@@ -16,6 +17,15 @@ import { startRelay } from './relay.js';
 import { VERSION } from './version.js';
 
 const BIN = 'tcp-relay';
+
+/** A switch from the environment: 1/true/yes on, 0/false/no or empty off; anything else is bad usage. */
+const ALLOW_FILE_PARAMS_ENV = envVarFor(BIN, '--allow-file-params');
+function envSwitch(name: string): boolean {
+  const v = (process.env[name] ?? '').trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new ConfigError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
+}
 
 const seconds = secondsFlag(0, 'expected a number of seconds');
 const count = intFlag(1, 'expected a positive integer');
@@ -59,6 +69,12 @@ const program = new Command(BIN)
     ).default('default'),
   )
   .addOption(
+    new Option(
+      '--allow-file-params',
+      `with the filter on, let params name host files (attachments, avatars as paths rather than data: URIs); env ${ALLOW_FILE_PARAMS_ENV}=1`,
+    ),
+  )
+  .addOption(
     opt('--max-line-bytes <n>', 'longest request line from a guest when filtering')
       .argParser(count)
       .default(8 * 1024 * 1024),
@@ -77,6 +93,7 @@ const program = new Command(BIN)
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
   .action(async (o) => {
+    const allowFileParams = o.allowFileParams === true || envSwitch(ALLOW_FILE_PARAMS_ENV);
     const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
     const filter = String(o.filter).trim();
     const refuse = filter === 'off' ? null : filter === 'default' ? RELAY_REFUSED_METHODS : splitList(filter);
@@ -88,6 +105,7 @@ const program = new Command(BIN)
       connectTimeoutMs: o.connectTimeout * 1000,
       idleTimeoutMs: o.idleTimeout * 1000,
       refuse,
+      allowFileParams,
       maxLineBytes: o.maxLineBytes,
       bindRetryMs: Math.max(10, o.watchInterval * 1000),
       watchIntervalMs: Math.max(10, o.watchInterval * 1000),

@@ -8,20 +8,47 @@ import {
   RpcErrorCode,
   rpcError,
 } from '@vigil/shared-types';
+import { FILE_PARAM_STEMS, filePathParams } from './file-params.js';
 
 /** The error code of a refused method: "method not found", as far as the guest can tell. */
 export const REFUSED_CODE = RpcErrorCode.METHOD_NOT_FOUND;
+/**
+ * The error code of a request refused for a file path: "invalid params", as signal-cli and the
+ * daemon answer a parameter they will not take (the request is fine; one value is not), and what
+ * the daemon itself answers for an attachment it refuses to read.
+ */
+export const FILE_PATH_CODE = RpcErrorCode.INVALID_PARAMS;
 
 export type Verdict =
   | { readonly forward: true }
-  /** Not forwarded: `reply` (if any) goes back to the guest; `refused` names the methods refused. */
+  /**
+   * Not forwarded: `reply` (if any) goes back to the guest; `refused` names the methods refused,
+   * `paths` the parameters refused for naming a file on the host, `unreadable` a line refused
+   * because it could not be read as JSON.
+   */
   | {
       readonly forward: false;
       readonly reply: JsonRpcFailure | JsonRpcFailure[] | undefined;
       readonly refused: string[];
+      readonly paths: string[];
+      readonly unreadable: boolean;
     };
 
+/** What the filter refuses besides its methods. */
+export interface FilterOptions {
+  /** Refuse requests whose params name a file on the host rather than a `data:` URI (default true). */
+  readonly refuseFilePaths?: boolean;
+}
+
 const FORWARD: Verdict = { forward: true };
+/** A line that could hold a refused name but cannot be read as JSON: the parse error the daemon would give. */
+const UNREADABLE: Verdict = {
+  forward: false,
+  reply: failure(null, rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the relay cannot read this request as JSON')),
+  refused: [],
+  paths: [],
+  unreadable: true,
+};
 /** `\u`: the only JSON escape that can write a letter, and so a method name, in other bytes. */
 const ESCAPE_U = Buffer.from('\\u');
 const LF = 0x0a;
@@ -42,31 +69,39 @@ export interface ChunkScan {
 }
 
 /**
- * Decides, line by line, what the relay lets a guest call. Method names are letters, and of JSON's
- * escapes only `\u` writes a letter (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t` do not): so
- * without `\u` in the line, a refused method (or a `method` key) can only be written as its
- * literal bytes, and a line that contains none of the refused names in quotes is forwarded
- * without being parsed. Any other line is parsed and judged as JSON (`"start\u004cink"` is no
- * way around it).
+ * Decides, line by line, what the relay lets a guest send: no refused method, and (by default) no
+ * parameter that names a file on the host (see FILE_PARAMS). Method and parameter names are
+ * letters, `-` and `_`, and of JSON's escapes only `\u` writes one of those (`\"`, `\\`, `\/`,
+ * `\b`, `\f`, `\n`, `\r`, `\t` do not): so without `\u` in the line, a refused method or a file
+ * parameter can only be written as its literal bytes, and a line that contains none of them after
+ * a quote is forwarded without being parsed. Any other line is parsed and judged as JSON
+ * (`"start\u004cink"`, `"\u0061ttachments"` and `"\/etc\/passwd"` are no way around it); one that
+ * cannot be parsed is refused, so that a more lenient parser behind the relay cannot read it
+ * otherwise.
  */
 export class MethodFilter {
   /**
-   * The refused names as they appear in JSON text (`"startLink"`, UTF-8), as one regular
-   * expression over the latin1 reading of the bytes: one character per byte, so it matches
-   * exactly where a byte search for any of them would, in one pass instead of one per name.
+   * The refused names as they begin in JSON text (`"startLink"`, `"attachment`, UTF-8), as one
+   * regular expression over the latin1 reading of the bytes: one character per byte, so it
+   * matches exactly where a byte search for any of them would, in one pass instead of one per name.
    */
   private readonly needles: RegExp | null;
   readonly refused: ReadonlySet<string>;
+  readonly refuseFilePaths: boolean;
 
-  constructor(methods: readonly string[] = RELAY_REFUSED_METHODS) {
+  constructor(methods: readonly string[] = RELAY_REFUSED_METHODS, options: FilterOptions = {}) {
     this.refused = new Set(methods);
-    const latin1 = methods.map((m) => Buffer.from(JSON.stringify(m)).toString('latin1'));
+    this.refuseFilePaths = options.refuseFilePaths ?? true;
+    const names = methods.map((m) => JSON.stringify(m));
+    // A file parameter's key: its opening quote and name (the plural begins the same way).
+    if (this.refuseFilePaths) names.push(...FILE_PARAM_STEMS.map((k) => `"${k}`));
+    const latin1 = [...new Set(names)].map((n) => Buffer.from(n).toString('latin1'));
     this.needles =
       latin1.length === 0 ? null : new RegExp(latin1.map((n) => n.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&')).join('|'));
   }
 
   /**
-   * True when `bytes` holds none of the refused names in quotes. A line that lies inside such
+   * True when `bytes` holds none of the refused names (see needles). A line that lies inside such
    * bytes holds none either, so the relay searches each chunk it reads once instead of each line.
    */
   noRefusedName(bytes: Buffer): boolean {
@@ -99,39 +134,53 @@ export class MethodFilter {
     return { parts, rest: chunk.subarray(last + 1) };
   }
 
-  /** `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). */
+  /** `namesAbsent`: the line is known to hold no refused name (see noRefusedName). */
   judge(line: Uint8Array, namesAbsent = false): Verdict {
     const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line.buffer, line.byteOffset, line.byteLength);
     if (bytes.indexOf(ESCAPE_U) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
-    // The daemon answers invalid UTF-8 itself (checked first: a failed decode throws, which is slow).
-    if (!isUtf8(bytes)) return FORWARD;
-    const text = decodeLine(bytes);
-    if (text === null) return FORWARD;
+    // Checked first: a failed decode throws, which is slow.
+    const text = isUtf8(bytes) ? decodeLine(bytes) : null;
     let value: unknown;
     try {
+      if (text === null) throw new Error('not UTF-8');
       value = JSON.parse(text);
     } catch {
-      return FORWARD; // and invalid JSON
+      return UNREADABLE;
     }
     const message = classifyMessage(value);
-    const items = message.kind === 'batch' ? message.items : message.kind === 'single' ? [message.item] : [];
-    const refused = items.flatMap((i) => (i.kind !== 'invalid' && this.refused.has(i.method) ? [i.method] : []));
-    if (refused.length === 0) return FORWARD;
-    const answer = (i: (typeof items)[number]): JsonRpcFailure | undefined => {
+    if (message.kind === 'error') return FORWARD; // an empty batch: the daemon answers it
+    const items = message.kind === 'batch' ? message.items : [message.item];
+    const elements: unknown[] = Array.isArray(value) ? value : [value];
+    const methodOf = (i: (typeof items)[number]) =>
+      i.kind !== 'invalid' && this.refused.has(i.method) ? i.method : null;
+    const pathsOf = items.map((_, n) => (this.refuseFilePaths ? filePathParams(elements[n]) : []));
+    const refused = items.flatMap((i) => methodOf(i) ?? []);
+    const paths = [...new Set(pathsOf.flat())];
+    if (refused.length === 0 && paths.length === 0) return FORWARD;
+    const why = [...new Set(refused), ...(paths.length > 0 ? [`a file path in ${paths.join(', ')}`] : [])].join(', ');
+    const answer = (i: (typeof items)[number], n: number): JsonRpcFailure | undefined => {
       if (i.kind === 'notification') return undefined;
       if (i.kind === 'invalid') return failure(i.id, i.error);
-      return this.refused.has(i.method)
-        ? failure(i.id, rpcError(REFUSED_CODE, `Method ${i.method} is not available through the relay`))
-        : failure(
-            i.id,
-            rpcError(
-              RpcErrorCode.INVALID_REQUEST,
-              `Batch refused by the relay: it contains ${[...new Set(refused)].join(', ')}`,
-            ),
-          );
+      const method = methodOf(i);
+      if (method !== null)
+        return failure(i.id, rpcError(REFUSED_CODE, `Method ${method} is not available through the relay`));
+      const own = pathsOf[n]!;
+      if (own.length > 0) return failure(i.id, rpcError(FILE_PATH_CODE, filePathMessage(own)));
+      return failure(i.id, rpcError(RpcErrorCode.INVALID_REQUEST, `Batch refused by the relay: it contains ${why}`));
     };
-    if (message.kind === 'single') return { forward: false, reply: answer(message.item), refused };
-    const replies = items.map(answer).filter((r): r is JsonRpcFailure => r !== undefined);
-    return { forward: false, reply: replies.length > 0 ? replies : undefined, refused };
+    const replies = items.map(answer);
+    const reply = message.kind === 'single' ? replies[0] : replies.filter((r): r is JsonRpcFailure => r !== undefined);
+    return {
+      forward: false,
+      reply: Array.isArray(reply) && reply.length === 0 ? undefined : reply,
+      refused,
+      paths,
+      unreadable: false,
+    };
   }
+}
+
+/** The message of a request refused for its file parameters. */
+export function filePathMessage(params: readonly string[]): string {
+  return `${params.join(', ')}: file paths are not accepted through the relay; send the file as a data: URI`;
 }

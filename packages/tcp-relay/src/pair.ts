@@ -1,6 +1,7 @@
 import { connect as netConnect, type Socket } from 'node:net';
-import { type Frame, LineFramer, requestTooLarge } from '@vigil/shared-types';
-import type { MethodFilter, Verdict } from './filter.js';
+import { requestTooLarge } from '@vigil/shared-types';
+import type { MethodFilter } from './filter.js';
+import { GuestLines, type Refusal } from './guest-lines.js';
 import type { RelayConfig } from './relay.js';
 
 /** What a connection needs of the relay's configuration. */
@@ -12,9 +13,6 @@ export type PairConfig = Pick<RelayConfig, 'target' | 'connectTimeoutMs' | 'idle
  * filter the guest's lines go through it (refused ones answered by the relay, between two of the
  * target's lines). It reports its end once, with what it carried, to `onClose`.
  */
-
-const LF = Buffer.from('\n');
-const CRLF = Buffer.from('\r\n');
 
 /** A side that closed lets the other flush its writes for at most this long before it is cut. */
 const LINGER_MS = 5000;
@@ -31,20 +29,29 @@ export class Pair {
   private clientClosed = false;
   private upstreamClosed = false;
   private linger: NodeJS.Timeout | null = null;
-  private readonly framer: LineFramer | null;
+  private readonly lines: GuestLines | null;
   /** The relay's own replies wait for a line boundary in the target's byte stream. */
   private injections: Buffer[] = [];
   private atBoundary = true;
   readonly refused: Record<string, number> = {};
+  /** File parameters refused, by name. */
+  readonly refusedParams: Record<string, number> = {};
 
   constructor(
     private readonly client: Socket,
     private readonly source: string,
     private readonly config: PairConfig,
-    private readonly filter: MethodFilter | null,
+    filter: MethodFilter | null,
     private readonly onClose: (p: Pair) => void,
   ) {
-    this.framer = filter ? new LineFramer({ maxLineBytes: config.maxLineBytes }) : null;
+    this.lines = filter
+      ? new GuestLines(
+          filter,
+          config.maxLineBytes,
+          (r) => this.refuse(r),
+          (limit) => this.inject(requestTooLarge('line', limit)),
+        )
+      : null;
     client.setNoDelay(true);
     client.on('error', (err) => this.destroy(`client error: ${err.message}`));
     client.on('close', () => {
@@ -104,50 +111,15 @@ export class Pair {
     // Guest → target.
     client.on('data', (chunk: Buffer) => {
       this.bytesIn += chunk.length;
-      const ok = this.framer ? this.forwardFiltered(chunk, up) : up.write(chunk);
+      const ok = this.lines ? this.write(up, this.lines.push(chunk)) : up.write(chunk);
       if (!ok) client.pause();
     });
     up.on('drain', () => client.resume());
     client.on('end', () => {
       // The guest's last line may lack its newline: it goes on as it came.
-      if (this.framer) {
-        const out: Uint8Array[] = [];
-        this.collectFrames(this.framer.end(), out, false);
-        this.write(up, out);
-      }
+      if (this.lines) this.write(up, this.lines.end());
       up.end(); // half-close forwarded: the guest still gets every reply
     });
-  }
-
-  /**
-   * Guest → target through the filter. A line left incomplete by the previous read is finished
-   * through the framer with this chunk's bytes up to its first newline; from there the chunk is
-   * at a line boundary and, when small enough that none of its lines can be oversize, goes on in
-   * byte ranges: only its lines with a `\u` escape are cut out and judged (see scanChunk). A chunk
-   * holding a refused name goes through the framer, line by line.
-   */
-  private forwardFiltered(chunk: Buffer, up: Socket): boolean {
-    const framer = this.framer!;
-    const out: Uint8Array[] = [];
-    let body = chunk;
-    if (!framer.idle) {
-      const nl = chunk.indexOf(0x0a);
-      const head = nl < 0 ? chunk : chunk.subarray(0, nl + 1);
-      this.collectFrames(framer.push(head), out, true, head);
-      body = chunk.subarray(head.length);
-    }
-    if (body.length > 0) {
-      const scan = body.length <= this.config.maxLineBytes ? this.filter!.scanChunk(body) : null;
-      if (scan === null) this.collectFrames(framer.push(body), out, true, body);
-      else {
-        for (const part of scan.parts) {
-          if (part.kind === 'clean') out.push(part.bytes);
-          else if (this.passes(this.filter!.judge(part.line, true))) out.push(part.line, part.newline);
-        }
-        if (scan.rest.length > 0) framer.push(scan.rest);
-      }
-    }
-    return this.write(up, out);
   }
 
   /** Writes the parts in order: one write, or one writev of the ranges (no copy). */
@@ -160,38 +132,14 @@ export class Pair {
     return ok;
   }
 
-  /** True for a line to forward; a refused one is counted, logged and answered. */
-  private passes(verdict: Verdict): boolean {
-    if (verdict.forward) return true;
-    for (const m of verdict.refused) this.refused[m] = (this.refused[m] ?? 0) + 1;
-    this.config.logger.warn('method refused', { source: this.source, methods: verdict.refused });
-    if (verdict.reply) this.inject(verdict.reply);
-    return false;
-  }
-
-  /**
-   * Adds to `out` the lines the filter lets through, in order; answers the others. The refused
-   * names are searched for once in `chunk` (what was read), not in each line of it: a line that
-   * lies inside a chunk without them holds none either. A line that began in an earlier chunk is
-   * a copy, not inside `chunk`, and is searched on its own.
-   */
-  private collectFrames(frames: Frame[], out: Uint8Array[], terminated: boolean, chunk?: Buffer): void {
-    const clean = chunk !== undefined && frames.length > 1 && this.filter!.noRefusedName(chunk);
-    for (const frame of frames) {
-      if (frame.kind === 'oversize') {
-        this.inject(requestTooLarge('line', frame.limit));
-        continue;
-      }
-      const inside =
-        clean &&
-        frame.bytes.buffer === chunk.buffer &&
-        frame.bytes.byteOffset >= chunk.byteOffset &&
-        frame.bytes.byteOffset + frame.bytes.byteLength <= chunk.byteOffset + chunk.byteLength;
-      if (this.passes(this.filter!.judge(frame.bytes, inside))) {
-        out.push(frame.bytes);
-        if (terminated) out.push(frame.crlf ? CRLF : LF);
-      }
-    }
+  /** A line the filter refused: counted, logged and answered. */
+  private refuse(r: Refusal): void {
+    for (const m of r.refused) this.refused[m] = (this.refused[m] ?? 0) + 1;
+    for (const p of r.paths) this.refusedParams[p] = (this.refusedParams[p] ?? 0) + 1;
+    if (r.refused.length > 0) this.config.logger.warn('method refused', { source: this.source, methods: r.refused });
+    if (r.paths.length > 0) this.config.logger.warn('file path refused', { source: this.source, params: r.paths });
+    if (r.unreadable) this.config.logger.warn('unreadable request refused', { source: this.source });
+    if (r.reply) this.inject(r.reply);
   }
 
   /** A reply of the relay's own, written between two of the target's lines. */
@@ -272,6 +220,7 @@ export class Pair {
       reason: this.reason,
     };
     if (Object.keys(this.refused).length > 0) record.refusedMethods = this.refused;
+    if (Object.keys(this.refusedParams).length > 0) record.refusedParams = this.refusedParams;
     this.config.logger.info('connection closed', record);
     this.onClose(this);
   }

@@ -17,6 +17,11 @@ export interface RelayConfig {
   readonly idleTimeoutMs: number;
   /** Methods refused from the guest; null: no filter, a pure byte relay. */
   readonly refuse: readonly string[] | null;
+  /**
+   * With the filter on, let params name files on the host (attachments, avatars, … as paths
+   * rather than `data:` URIs). Off by default: the daemon or signal-cli reads such a path itself.
+   */
+  readonly allowFileParams?: boolean;
   readonly maxLineBytes: number;
   /** While the listen address is absent, a bind is tried this often. */
   readonly bindRetryMs: number;
@@ -33,7 +38,14 @@ export interface RelayHandle {
   state(): RelayState;
   /** The bound address while listening (the real port when 0 was asked for). */
   address(): HostPort | null;
-  readonly stats: { accepted: number; refused: number; active: number; refusedMethods: Record<string, number> };
+  readonly stats: {
+    accepted: number;
+    refused: number;
+    active: number;
+    refusedMethods: Record<string, number>;
+    /** Requests refused for naming a file on the host, by parameter. */
+    refusedParams: Record<string, number>;
+  };
   /** Resolves when the relay is listening (at once if it is). */
   listening(): Promise<HostPort>;
   close(): Promise<void>;
@@ -58,8 +70,16 @@ function addressPresent(host: string): Promise<boolean> {
  */
 export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
   const log = config.logger;
-  const filter = config.refuse ? new MethodFilter(config.refuse) : null;
-  const stats = { accepted: 0, refused: 0, active: 0, refusedMethods: {} as Record<string, number> };
+  const filter = config.refuse
+    ? new MethodFilter(config.refuse, { refuseFilePaths: config.allowFileParams !== true })
+    : null;
+  const stats = {
+    accepted: 0,
+    refused: 0,
+    active: 0,
+    refusedMethods: {} as Record<string, number>,
+    refusedParams: {} as Record<string, number>,
+  };
   const connections = new Set<Pair>();
   let server: Server | null = null;
   let bound: HostPort | null = null;
@@ -88,6 +108,7 @@ export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
       connections.delete(p);
       stats.active = connections.size;
       for (const [m, n] of Object.entries(p.refused)) stats.refusedMethods[m] = (stats.refusedMethods[m] ?? 0) + n;
+      for (const [k, n] of Object.entries(p.refusedParams)) stats.refusedParams[k] = (stats.refusedParams[k] ?? 0) + n;
     });
     connections.add(pair);
     stats.active = connections.size;
@@ -138,6 +159,7 @@ export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
       listen: formatHostPort(bound),
       target: formatHostPort(config.target),
       filter: config.refuse ?? 'off',
+      fileParams: config.refuse === null ? 'off' : config.allowFileParams === true ? 'allowed' : 'refused',
     });
     for (const w of waiters.splice(0)) w(bound);
     schedule(watch, config.watchIntervalMs, false);

@@ -9,9 +9,12 @@ const BIN = fileURLToPath(new URL('../bin/tcp-relay.js', import.meta.url));
 const DRIVER = fileURLToPath(new URL('./fixtures/netns-driver.mjs', import.meta.url));
 const run = promisify(execFile);
 
-async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
+async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stderr: string }> {
   try {
-    const { stderr } = await run(process.execPath, [BIN, ...args], { timeout: 10_000 });
+    const { stderr } = await run(process.execPath, [BIN, ...args], {
+      timeout: 10_000,
+      env: { ...process.env, ...env },
+    });
     return { code: 0, stderr };
   } catch (err) {
     const e = err as { code: number; stderr: string };
@@ -39,6 +42,37 @@ describe('tcp-relay as a process', () => {
     expect((await cli(['--allow', '10.0.0.0/40'])).code).toBe(78);
     expect((await cli(['--listen', 'nowhere'])).code).toBe(78);
     expect((await cli(['--max-connections', '0'])).stderr).toContain('expected a positive integer');
+    const bad = await cli(['--listen', '127.0.0.3:0'], { TCP_RELAY_ALLOW_FILE_PARAMS: 'maybe' });
+    expect(bad).toEqual({
+      code: 78,
+      stderr: 'tcp-relay: TCP_RELAY_ALLOW_FILE_PARAMS: expected 1 or 0 (true/false, yes/no), got "maybe"\n',
+    });
+  });
+
+  it('documents --allow-file-params and says in its first log line whether file parameters are refused', async () => {
+    const help = await run(process.execPath, [BIN, '--help']);
+    expect(help.stdout).toContain('--allow-file-params');
+    const listening = async (args: string[], env: NodeJS.ProcessEnv) => {
+      const p = spawn(process.execPath, [BIN, '--listen', '127.0.0.3:0', '--target', '127.0.0.1:1', ...args], {
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      const line = await new Promise<Record<string, unknown>>((resolve) =>
+        p.stdout!.on('data', (d) => {
+          out += d;
+          const l = out.split('\n').find((x) => x.includes('"msg":"listening"'));
+          if (l) resolve(JSON.parse(l));
+        }),
+      );
+      p.kill('SIGKILL');
+      return line.fileParams;
+    };
+    expect(await listening([], {})).toBe('refused');
+    expect(await listening([], { TCP_RELAY_ALLOW_FILE_PARAMS: '0' })).toBe('refused');
+    expect(await listening(['--allow-file-params'], {})).toBe('allowed');
+    expect(await listening([], { TCP_RELAY_ALLOW_FILE_PARAMS: 'true' })).toBe('allowed');
+    expect(await listening(['--filter', 'off'], {})).toBe('off');
   });
 
   it('relays, and exits 0 on SIGTERM', async () => {

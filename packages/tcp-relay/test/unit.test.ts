@@ -44,6 +44,8 @@ describe('the method filter', () => {
     expect(filter.judge(line({ jsonrpc: '2.0', method: 'startLink', id: 'abc' }))).toEqual({
       forward: false,
       refused: ['startLink'],
+      paths: [],
+      unreadable: false,
       reply: {
         jsonrpc: '2.0',
         error: { code: -32601, message: 'Method startLink is not available through the relay', data: null },
@@ -56,6 +58,8 @@ describe('the method filter', () => {
     expect(filter.judge(line({ jsonrpc: '2.0', method: 'register' }))).toEqual({
       forward: false,
       refused: ['register'],
+      paths: [],
+      unreadable: false,
       reply: undefined,
     });
     const v = filter.judge(
@@ -127,8 +131,22 @@ describe('the method filter', () => {
     );
   });
 
-  it('forwards what it cannot parse: the daemon answers that itself', () => {
-    expect(filter.judge(Buffer.from('{"method":"startLink"'))).toEqual({ forward: true });
+  it('refuses what it must read but cannot parse, as the daemon would (a laxer parser behind it cannot read it otherwise)', () => {
+    const parseError = {
+      jsonrpc: '2.0',
+      error: { code: -32700, message: 'Parse error: the relay cannot read this request as JSON', data: null },
+      id: null,
+    };
+    for (const bad of [
+      '{"method":"startLink"',
+      '{"jsonrpc":"2.0","method":"send","params":{"attachments":"/etc/passwd"},"id":1} trailing',
+      '{"x":"\\u00"}',
+    ]) {
+      expect(filter.judge(Buffer.from(bad))).toMatchObject({ forward: false, unreadable: true, reply: parseError });
+    }
+    expect(filter.judge(Buffer.from([0x22, 0x5c, 0x75, 0xff]))).toMatchObject({ forward: false, unreadable: true });
+    // Without a refused name or a \u escape nothing is read: the daemon answers it.
+    expect(filter.judge(Buffer.from('{"method":"send"'))).toEqual({ forward: true });
     expect(filter.judge(Buffer.from([0x22, 0xff, 0x5c]))).toEqual({ forward: true });
   });
 
@@ -173,7 +191,9 @@ describe('the method filter', () => {
           const bytes = Buffer.concat(
             parts.map((p) => (typeof p === 'number' ? (needles[p] ?? Buffer.from([0xff, 0x22])) : Buffer.from(p))),
           );
-          expect(new MethodFilter(names).noRefusedName(bytes)).toBe(!needles.some((n) => bytes.indexOf(n) >= 0));
+          expect(new MethodFilter(names, { refuseFilePaths: false }).noRefusedName(bytes)).toBe(
+            !needles.some((n) => bytes.indexOf(n) >= 0),
+          );
         },
       ),
       { numRuns: 1000 },

@@ -1,0 +1,84 @@
+/**
+ * Request parameters that name a file on the host. signal-cli (and the daemon, which follows it)
+ * reads such a path itself, so a guest that may pass one reads the host's files and sends them
+ * anywhere. The relay accepts these parameters from a guest only as `data:` URIs.
+ */
+
+/** How a parameter carries a file. */
+export type FileParamKind =
+  /** The whole value (or each string in a list) is a file path or a `data:` URI. */
+  | 'file'
+  /** `contentType[:filename[:previewFile]]`: what follows the second colon is a path or a `data:` URI. */
+  | 'quote';
+
+/**
+ * Every parameter of the JSON-RPC interface that takes a file, by its command-line name, from
+ * signal-cli 0.13.19's manual pages, signal-cli(1) and signal-cli-jsonrpc(5):
+ * - `send --attachment` ("can be either a file path or a data URI"),
+ * - `send --preview-image` ("the image file for the link preview"),
+ * - `send --quote-attachment` (`contentType[:filename[:previewFile]]`, e.g. `image/png:test.png:/tmp/preview.jpg`),
+ * - `updateGroup --avatar` ("a new group avatar image file") and `updateProfile --avatar` ("path to the new avatar image file"),
+ * - `uploadStickerPack PATH` ("the path of the manifest.json or a zip file").
+ * Not files: `send --sticker` (`stickerPackId:stickerId`), `addStickerPack --uri`, `getAttachment`,
+ * `getAvatar` and `getSticker` (they return data); `--config` and `--log-file` are not JSON-RPC parameters.
+ */
+export const FILE_PARAMS: readonly { readonly name: string; readonly kind: FileParamKind }[] = [
+  { name: 'attachment', kind: 'file' },
+  { name: 'preview-image', kind: 'file' },
+  { name: 'quote-attachment', kind: 'quote' },
+  { name: 'avatar', kind: 'file' },
+  { name: 'path', kind: 'file' },
+];
+
+const camel = (dashed: string) => dashed.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+const spellings = (dashed: string) => [...new Set([dashed, camel(dashed), dashed.replace(/-/g, '_')])];
+
+/**
+ * Every spelling of the parameters that signal-cli reads: it looks a parameter up by its dashed
+ * name, then in camelCase, and a list parameter also with an `s` (`attachments`); the underscore
+ * form is added for a daemon that reads it so. Each name maps to its kind.
+ */
+export const FILE_PARAM_KEYS: ReadonlyMap<string, FileParamKind> = new Map(
+  FILE_PARAMS.flatMap(({ name, kind }) =>
+    spellings(name)
+      .flatMap((n) => [n, `${n}s`])
+      .map((n) => [n, kind] as const),
+  ),
+);
+
+/** The singular spellings of every file parameter: each key of FILE_PARAM_KEYS begins with one. */
+export const FILE_PARAM_STEMS: readonly string[] = [...new Set(FILE_PARAMS.flatMap(({ name }) => spellings(name)))];
+
+/** A `data:` URI, as signal-cli and the daemon tell one from a path: the prefix, exactly. */
+export const isDataUri = (s: string): boolean => s.startsWith('data:');
+
+/** True when the value (a string, or strings in lists and objects at any depth) names a file on the host. */
+function carriesPath(value: unknown, kind: FileParamKind): boolean {
+  if (typeof value === 'string') {
+    if (kind === 'file') return !isDataUri(value);
+    const first = value.indexOf(':');
+    const second = first < 0 ? -1 : value.indexOf(':', first + 1);
+    return second >= 0 && !isDataUri(value.slice(second + 1));
+  }
+  if (typeof value === 'object' && value !== null) return Object.values(value).some((v) => carriesPath(v, kind));
+  return false;
+}
+
+/**
+ * The file parameters in one request's `params` (at any depth) whose value names a file on the
+ * host rather than a `data:` URI, as the request spells them; empty when there are none.
+ */
+export function filePathParams(request: unknown): string[] {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) return [];
+  const found: string[] = [];
+  const visit = (v: unknown): void => {
+    if (typeof v !== 'object' || v === null) return;
+    for (const [key, value] of Object.entries(v)) {
+      const kind = FILE_PARAM_KEYS.get(key);
+      if (kind !== undefined && carriesPath(value, kind)) found.push(key);
+      else visit(value);
+    }
+  };
+  visit((request as Record<string, unknown>).params);
+  return found;
+}
