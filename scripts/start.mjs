@@ -181,15 +181,22 @@ if (!opts.relay) {
   }
 }
 
-/** Who holds a TCP port: "pid N (command)", or "" when it cannot be told. */
+/**
+ * Who holds a TCP port: "pid N (command)", or "" when it cannot be told. The command line is given
+ * whole (an interpreter's path alone can be 60 characters, as with a Node from a version manager);
+ * only a very long one (a Java classpath) is cut, after a whole word.
+ */
 async function holderOf(port) {
+  const shown = (command) => {
+    if (command.length <= 500) return command;
+    const cut = command.lastIndexOf(' ', 500);
+    return `${command.slice(0, cut > 0 ? cut : 500)} …`;
+  };
   try {
     const pids = await listenersOn(port);
     if (pids.length === 0) return '';
     const procs = await listProcesses();
-    return pids
-      .map((pid) => `pid ${pid} (${procs.find((p) => p.pid === pid)?.command.slice(0, 120) ?? '?'})`)
-      .join(', ');
+    return pids.map((pid) => `pid ${pid} (${shown(procs.find((p) => p.pid === pid)?.command ?? '?')})`).join(', ');
   } catch {
     return '';
   }
