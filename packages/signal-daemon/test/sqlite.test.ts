@@ -1,6 +1,10 @@
 import { spawnSync } from 'node:child_process';
+import { readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
+import { NetworkStore } from '../src/localnet/store.js';
+import { tmpDir } from './helpers.js';
 
 const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
 
@@ -25,5 +29,21 @@ describe('the SQLite driver', () => {
       stdout: '2000\n',
       stderr: '',
     });
+  });
+});
+
+describe('closing the local network file', () => {
+  it('leaves nothing that still opens it: its files removed right after close() stay removed', async () => {
+    const tmp = tmpDir();
+    try {
+      // Closed before its checkpointer thread has started: the thread must not open the file
+      // after close() has returned (it used to, and created the file again once it was removed).
+      await new NetworkStore(join(tmp.dir, 'localnet.sqlite')).close();
+      for (const f of readdirSync(tmp.dir)) rmSync(join(tmp.dir, f));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(readdirSync(tmp.dir)).toEqual([]);
+    } finally {
+      tmp.cleanup();
+    }
   });
 });

@@ -44,11 +44,11 @@ parentPort.once('message', () => {
 });
 `;
 
-function startCheckpointer(file: string, fallback: () => void): { stop(): void } {
+function startCheckpointer(file: string, fallback: () => void): { stop(): Promise<void> } {
   const inLoop = () => {
     const t = setInterval(fallback, CHECKPOINT_MS);
     t.unref();
-    return { stop: () => clearInterval(t) };
+    return { stop: async () => clearInterval(t) };
   };
   let worker: Worker;
   try {
@@ -65,16 +65,21 @@ function startCheckpointer(file: string, fallback: () => void): { stop(): void }
     return inLoop();
   }
   worker.unref();
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   let local: { stop(): void } | null = null;
   let stopped = false;
   worker.once('error', () => {
     if (!stopped) local = inLoop();
   });
   return {
+    // Resolves once the thread has closed its connection and exited: until then it may still
+    // open the file (a thread slow to start creates it again after it was removed).
     stop: () => {
       stopped = true;
       local?.stop();
+      worker.ref();
       worker.postMessage('stop');
+      return exited;
     },
   };
 }
@@ -121,7 +126,7 @@ export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
-  private readonly checkpointer: { stop(): void };
+  private readonly checkpointer: { stop(): Promise<void> };
   private writesWaiting = 0;
   private writeQueue: Promise<void> = Promise.resolve();
   private readonly pageSize: number;
@@ -460,8 +465,10 @@ export class NetworkStore {
     }
   }
 
-  close(): void {
-    this.checkpointer.stop();
+  /** Closes the connection and waits for the checkpointer's to be closed too. */
+  async close(): Promise<void> {
+    const checkpointer = this.checkpointer.stop();
     this.db.close();
+    await checkpointer;
   }
 }
