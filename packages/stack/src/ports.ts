@@ -26,6 +26,16 @@ export function relayAddress(
   };
 }
 
+/**
+ * A command line as shown to a person: whole (a node under a long path must not hide the script),
+ * only one over 500 characters cut at a word boundary.
+ */
+export function shownCommand(command: string): string {
+  if (command.length <= 500) return command;
+  const cut = command.lastIndexOf(' ', 500);
+  return `${command.slice(0, cut > 0 ? cut : 500)} …`;
+}
+
 /** Who holds a TCP port: "pid N (command)", or "" when it cannot be told. */
 export async function holderOf(port: number): Promise<string> {
   try {
@@ -33,7 +43,7 @@ export async function holderOf(port: number): Promise<string> {
     if (pids.length === 0) return '';
     const procs = await listProcesses();
     return pids
-      .map((pid) => `pid ${pid} (${procs.find((p) => p.pid === pid)?.command.slice(0, 120) ?? '?'})`)
+      .map((pid) => `pid ${pid} (${shownCommand(procs.find((p) => p.pid === pid)?.command ?? '?')})`)
       .join(', ');
   } catch {
     return '';

@@ -107,7 +107,7 @@ export class LocalBackend implements Backend {
     this.watcher?.close();
     if (this.poll) clearInterval(this.poll);
     for (const wake of this.waits) wake();
-    this.store.close();
+    await this.store.close();
   }
 
   // ---- delivery -------------------------------------------------------------------------

@@ -21,12 +21,16 @@ export const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
 const WORKER = new URL('../../worker/checkpoint.js', import.meta.url);
 
 /** Starts checkpointing `file`; `db` is the daemon's own connection, used when no worker can run. */
-export function startCheckpointer(file: string, db: Database.Database, busyTimeoutMs: number): { stop(): void } {
+export function startCheckpointer(
+  file: string,
+  db: Database.Database,
+  busyTimeoutMs: number,
+): { stop(): Promise<void> } {
   const pageSize = db.pragma('page_size', { simple: true }) as number;
   const inLoop = () => {
     const t = setInterval(() => checkpointOnce(db, pageSize, WAL_LIMIT_BYTES, busyTimeoutMs), CHECKPOINT_MS);
     t.unref();
-    return { stop: () => clearInterval(t) };
+    return { stop: async () => clearInterval(t) };
   };
   const job: CheckpointerJob = { file, intervalMs: CHECKPOINT_MS, walLimitBytes: WAL_LIMIT_BYTES };
   let worker: Worker;
@@ -36,16 +40,21 @@ export function startCheckpointer(file: string, db: Database.Database, busyTimeo
     return inLoop();
   }
   worker.unref();
-  let local: { stop(): void } | null = null;
+  const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  let local: { stop(): Promise<void> } | null = null;
   let stopped = false;
   worker.once('error', () => {
     if (!stopped) local = inLoop();
   });
   return {
-    stop: () => {
+    // Resolves once the thread has closed its connection and exited: until then it may still
+    // open the file (a thread slow to start would create it again after it was removed).
+    stop: async () => {
       stopped = true;
-      local?.stop();
+      await local?.stop();
+      worker.ref();
       worker.postMessage('stop');
+      await exited;
     },
   };
 }

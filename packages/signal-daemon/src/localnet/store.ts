@@ -28,7 +28,7 @@ export class NetworkStore {
   readonly db: Database.Database;
   private readonly s;
 
-  private readonly checkpointer: { stop(): void };
+  private readonly checkpointer: { stop(): Promise<void> };
   private readonly writer: LockedWriter;
 
   constructor(readonly file: string) {
@@ -273,8 +273,10 @@ export class NetworkStore {
     return this.s.dataVersion.get() as number;
   }
 
-  close(): void {
-    this.checkpointer.stop();
+  /** Closes the connection and waits for the checkpointer's to be closed too. */
+  async close(): Promise<void> {
+    const checkpointer = this.checkpointer.stop();
     this.db.close();
+    await checkpointer;
   }
 }
