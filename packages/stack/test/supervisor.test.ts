@@ -202,7 +202,9 @@ describe('a restart replaces a hung process', () => {
     const reply = await s.handle({ action: 'restart', service: 'inference-server' });
     expect(pidAlive(old)).toBe(false);
     expect(reply).toMatchObject({ ok: true, pid: expect.any(Number) });
-    expect(said).toEqual([]); // it ended on SIGTERM, well within the stop timeout
+    // It ended on SIGTERM (its own graceful shutdown), well within the stop timeout.
+    expect(readFileSync(paths.log('inference-server'), 'utf8')).toContain('SIGTERM: exiting');
+    expect(said).toEqual([]);
   });
 
   it('a process stopped with SIGSTOP that ignores SIGTERM is killed after the stop timeout', async () => {
