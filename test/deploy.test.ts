@@ -329,6 +329,13 @@ describe('vigil install for launchd', () => {
     }
   });
 
+  it('gives every agent an ExitTimeOut: what SIGTERM does not end (kickstart -k, bootout) is killed after it', () => {
+    for (const f of r.plan.files.filter((x) => x.path.endsWith('.plist'))) {
+      expect([basename(f.path), plistOf(f.path).ExitTimeOut]).toEqual([basename(f.path), expect.any(Number)]);
+      expect(plistOf(f.path).ExitTimeOut as number).toBeGreaterThan(10);
+    }
+  });
+
   it('keeps the services alive, runs the guardian as a one-tick job every 60 s and the health check every 300 s', () => {
     const p = plists();
     for (const l of ['signal-daemon', 'tcp-relay', 'inference-server', 'inference-fallback']) {
@@ -534,6 +541,17 @@ describe('vigil install for systemd', () => {
     expect(`append:${h.daemon.log}`).toBe(one('vigil-signal-daemon.service', 'Service', 'StandardOutput'));
   });
 
+  it('stops every service within a bound: SIGTERM, then SIGKILL to all it started; never restarts after exit 2 or 78', () => {
+    for (const name of names.filter((x) => x.endsWith('.service'))) {
+      expect([name, Number(one(name, 'Service', 'TimeoutStopSec'))]).toEqual([name, expect.any(Number)]);
+      expect(Number(one(name, 'Service', 'TimeoutStopSec'))).toBeGreaterThan(10); // the server's grace + 2 s
+      expect([name, one(name, 'Service', 'KillMode')]).toEqual([name, 'mixed']);
+      if (unit(name).Service!.Restart) {
+        expect([name, one(name, 'Service', 'RestartPreventExitStatus').split(' ').sort()]).toEqual([name, ['2', '78']]);
+      }
+    }
+  });
+
   it('passes systemd-analyze verify', () => {
     const which = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
     if (which.error || which.status !== 0) {
@@ -568,6 +586,72 @@ describe('vigil install for systemd', () => {
     expect(bad.code).toBe(78);
     expect(bad.stderr).toMatch(/systemd unit files cannot carry whitespace/);
   });
+});
+
+describe('vigil install file modes', () => {
+  it('under umask 022: its directories are 0700 (an existing 0755 one too), configurations, keys and the model directory private', () => {
+    const prefix = freshDir('modes');
+    const state = join(prefix, '.local', 'state', 'vigil');
+    mkdirSync(state, { recursive: true, mode: 0o755 });
+    chmodSync(state, 0o755);
+    // deploy/install, as an operator runs it from a login shell: the default model (make-model)
+    // and the mutual-TLS certificates are made too.
+    const run = spawnSync(
+      '/bin/sh',
+      [
+        '-c',
+        'umask 022 && exec "$0" "$@"',
+        process.execPath,
+        INSTALL,
+        '--no-load',
+        '--json',
+        '--platform',
+        'systemd',
+        '--node',
+        process.execPath,
+        '--prefix',
+        prefix,
+      ],
+      { encoding: 'utf8', env: { ...process.env, PATH: `${fakeBin}:${process.env.PATH}` } },
+    );
+    expect(`${run.stderr}`).toBe('');
+    expect(run.status).toBe(0);
+    const units = join(prefix, '.config', 'systemd', 'user');
+    // Exceptions, each with its reason: units are read by systemd (0644 as it expects); the model
+    // and the certificates hold no secret (their directories are 0700 all the same).
+    const readable = (p: string) =>
+      dirname(p) === units || p.endsWith('.gguf') || /\/pki\/(ca|server|client)\.pem$/.test(p);
+    const wrong: string[] = [];
+    const seen: string[] = [];
+    const walk = (dir: string) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const full = join(dir, e.name);
+        const mode = statSync(full).mode & 0o777;
+        seen.push(full.slice(prefix.length + 1));
+        if (e.isDirectory()) {
+          if (mode !== 0o700) wrong.push(`${full} ${mode.toString(8)}`);
+          walk(full);
+        } else if (mode !== (readable(full) ? 0o644 : 0o600)) wrong.push(`${full} ${mode.toString(8)}`);
+      }
+    };
+    // vigil's own directories and the units' (the home's .local and .local/state were made above).
+    const roots = ['.config/vigil', '.local/state/vigil', '.local/share/vigil', '.config/systemd/user'];
+    for (const root of roots.map((d) => join(prefix, d))) {
+      const mode = statSync(root).mode & 0o777;
+      if (mode !== 0o700) wrong.push(`${root} ${mode.toString(8)}`);
+      walk(root);
+    }
+    expect(wrong).toEqual([]);
+    expect(seen).toEqual(
+      expect.arrayContaining([
+        '.config/vigil/guardian.json',
+        '.local/share/vigil/models/tiny.gguf',
+        '.local/share/vigil/pki/server-key.pem',
+        '.local/state/vigil/log',
+        '.config/systemd/user/vigil-guardian.service',
+      ]),
+    );
+  }, 120_000);
 });
 
 describe('vigil install loading, idempotence and uninstall', () => {

@@ -1,18 +1,20 @@
 /**
  * The whole stack, end to end, started the way `pnpm start` starts it (`vigil start`) on free
- * loopback ports: the health check passes; a message from a second local account arrives on the
- * daemon's event stream and through the relay; the inference server killed with -9 is brought
- * back by the guardian; a fatal line in its log makes the guardian fall back, and `guardian
- * restore` brings the primary back; a killed daemon is brought back by `health-check --fix`;
+ * loopback ports, under umask 022: the health check passes; a message from a second local account
+ * arrives on the daemon's event stream and through the relay; the inference server killed with -9
+ * is started again by the supervisor (one line), a SIGSTOPped one is replaced by `vigil restart`;
+ * a fatal line in its log makes the guardian fall back, and `guardian restore` brings the primary
+ * back; a killed daemon is started again by the supervisor, one stopped on purpose is brought back
+ * by `health-check --fix`; every file under the home is private;
  * `vigil status` shows it on one screen and `vigil logs` prints a service's log; Ctrl-C (or
  * `vigil stop`) stops everything, leaving no process behind.
  */
 
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { findProcesses } from '../packages/shared-types/src/node/index.js';
+import { findProcesses, pidAlive } from '../packages/shared-types/src/node/index.js';
 import { SseClient, spawnDaemon, TcpClient, tmpDir } from '../packages/signal-daemon/test/helpers.js';
 import { exited, freePort, until } from './support.js';
 
@@ -97,9 +99,13 @@ describe('the whole stack', () => {
       inference: await freePort(),
       mtls: await freePort(),
     };
+    // Under the umask of a usual login shell (022): what the stack writes is private all the same.
     stack = spawn(
-      process.execPath,
+      '/bin/sh',
       [
+        '-c',
+        'umask 022 && exec "$0" "$@"',
+        process.execPath,
         VIGIL,
         'start',
         '--home',
@@ -251,25 +257,30 @@ describe('the whole stack', () => {
     expect(readFileSync(path('logs/signal-daemon.log'), 'utf8').endsWith(last.stdout)).toBe(true);
   });
 
-  it('kill -9 of the inference server: the guardian restarts it (probe_fail, restarting, restart_requested, probe_ok)', async () => {
+  it('kill -9 of the inference server: the supervisor says so in one line and serves it again within a restart delay', async () => {
     const before = (await status())['inference-server']!;
     expect(before.state).toBe('running');
-    const from = events().length;
+    const seen = out.length;
     process.kill(before.pid!, 'SIGKILL');
-    const [fail, restarting, requested, ok] = await eventsInOrder(
-      from,
-      ['probe_fail', 'restarting', 'restart_requested', 'probe_ok'],
-      45_000,
+    await until('the restart line', () =>
+      out.slice(seen).includes('vigil: inference-server exited (signal SIGKILL); restarting in 1 s (restart 1)\n'),
     );
-    expect(fail).toMatchObject({ level: 'warn', consecutive: 1, snippet: expect.any(String) });
-    expect(typeof fail!.probe_ms).toBe('number');
-    expect(restarting).toMatchObject({ action: 'kickstart', agent: 'inference-server' });
-    expect(requested).toMatchObject({ rc: 0 });
-    expect(ok).toMatchObject({ agent: 'inference-server' });
+    await until('completions served again', async () => (await complete()).status === 200, 30_000);
     const after = (await status())['inference-server']!;
-    expect(after.state).toBe('running');
+    // (The guardian may have restarted it too, while it loaded: restarts counts both.)
+    expect(after).toMatchObject({ state: 'running', restarts: expect.any(Number) });
+    expect((after as unknown as { restarts: number }).restarts).toBeGreaterThanOrEqual(1);
     expect(after.pid).not.toBe(before.pid);
-    expect((await complete()).status).toBe(200);
+    expect(out.slice(seen).match(/^vigil: inference-server exited/gm)).toHaveLength(1);
+  }, 60_000);
+
+  it("a hung (SIGSTOPped) inference server: `vigil restart` (the guardian's restart) replaces it", async () => {
+    const before = (await status())['inference-server']!;
+    process.kill(before.pid!, 'SIGSTOP');
+    expect((await run([VIGIL, '--home', home.dir, 'restart', 'inference-server'])).code).toBe(0);
+    await until('the stopped process gone', () => !pidAlive(before.pid!), 5000);
+    await until('completions served again', async () => (await complete()).status === 200, 30_000);
+    expect((await status())['inference-server']!.pid).not.toBe(before.pid);
   }, 60_000);
 
   it('a fatal line in the primary log: fallback_activated, the lock file, completions still served; restore brings the primary back', async () => {
@@ -296,10 +307,24 @@ describe('the whole stack', () => {
     await until('the primary answering', async () => (await complete()).status === 200, 30_000);
   }, 90_000);
 
-  it('the daemon killed: health-check --fix brings it back (exit 1), healthy after (exit 0)', async () => {
+  it('the daemon killed: the supervisor serves it again; stopped on purpose: health-check --fix brings it back', async () => {
     const before = (await status())['signal-daemon']!;
+    const seen = out.length;
     process.kill(before.pid!, 'SIGKILL');
-    await until('the daemon gone', async () => (await status())['signal-daemon']!.state === 'stopped');
+    await until('the restart line', () =>
+      out.slice(seen).includes('vigil: signal-daemon exited (signal SIGKILL); restarting in 1 s (restart 1)\n'),
+    );
+    await until(
+      'the daemon serving again',
+      async () => (await run([HEALTH, '--config', path('health.json')])).code === 0,
+      30_000,
+    );
+    const restarted = (await status())['signal-daemon']!;
+    expect(restarted.pid).not.toBe(before.pid);
+
+    // Stopped on purpose: the supervisor leaves it stopped; the health check repairs it.
+    expect((await run([VIGIL, '--home', home.dir, 'stop', 'signal-daemon'])).code).toBe(0);
+    expect((await status())['signal-daemon']!.state).toBe('stopped');
     const fixed = await run([HEALTH, '--fix', '--json', '--config', path('health.json')]);
     expect(fixed.code).toBe(1);
     const port = (JSON.parse(fixed.stdout).checks as { name: string; status: string; fix?: { action: string } }[])[0]!;
@@ -309,8 +334,46 @@ describe('the whole stack', () => {
       fix: { action: 'restart the daemon through command' },
     });
     expect((await run([HEALTH, '--config', path('health.json')])).code).toBe(0);
-    expect((await status())['signal-daemon']!.pid).not.toBe(before.pid);
-  }, 60_000);
+    expect((await status())['signal-daemon']!.pid).not.toBe(restarted.pid);
+  }, 90_000);
+
+  it('started under umask 022, every file the stack wrote under its home is 0600 and every directory 0700', () => {
+    // Exceptions, each with its reason: the certificates are public (their keys are 0600), and a
+    // model holds no message, state, key or log (make-model writes both 0644 on purpose; the 0700
+    // directories keep other users out all the same); the second account's daemon above was
+    // started by this test, not by the stack.
+    const readable = new Set(['pki/ca.pem', 'pki/server.pem', 'pki/client.pem', 'models/tiny.gguf']);
+    const wrong: string[] = [];
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const full = `${dir}/${entry.name}`;
+        const name = full.slice(home.dir.length + 1);
+        if (name === 'other') continue;
+        const mode = lstatSync(full).mode & 0o777;
+        if (entry.isDirectory()) {
+          if (mode !== 0o700) wrong.push(`${name}/ ${mode.toString(8)}`);
+          walk(full);
+        } else if (entry.isSocket()) {
+          if (mode & 0o077) wrong.push(`${name} (socket) ${mode.toString(8)}`);
+        } else if (mode !== (readable.has(name) ? 0o644 : 0o600)) {
+          wrong.push(`${name} ${mode.toString(8)}`);
+        }
+      }
+    };
+    expect(lstatSync(home.dir).mode & 0o777).toBe(0o700);
+    walk(home.dir);
+    expect(wrong).toEqual([]);
+    // What the walk saw: the stack's logs, state, databases (with SQLite's -wal and -shm), keys, model.
+    for (const p of [
+      'logs/signal-daemon.log',
+      'localnet.sqlite',
+      'pki/server-key.pem',
+      'models/tiny.gguf',
+      'guardian.json',
+      'run/stack.json',
+    ])
+      expect(existsSync(path(p))).toBe(true);
+  });
 
   it('Ctrl-C stops everything, leaving no process behind', async () => {
     const pids = Object.values(await status())

@@ -15,9 +15,10 @@ import { NoLogError, UsageError } from './errors.js';
 import { LOG_NAMES, logFileOf, printLog } from './logs.js';
 import { homeOf, homePaths } from './paths.js';
 import { SERVICE_NAMES } from './services.js';
+import { readStackFile } from './stackfile.js';
 import { startStack } from './start.js';
 import { lastGuardianEvent, lastHealthReport, type StackStatus, statusScreen } from './status.js';
-import { STOP_GRACE_MS } from './supervisor.js';
+import { STOP_TIMEOUT_MS } from './supervisor.js';
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const SERVICES = SERVICE_NAMES.join(', ');
@@ -25,11 +26,15 @@ const SERVICES = SERVICE_NAMES.join(', ');
 /** The home's paths, from the program's --home (else VIGIL_HOME, else .vigil/ in the repository). */
 const pathsOf = (cmd: Command) => homePaths(homeOf(cmd.optsWithGlobals<{ home?: string }>().home));
 
+/** The running supervisor's stop timeout (what a stop may take before SIGKILL ends it). */
+const stopTimeoutOf = (paths: ReturnType<typeof homePaths>): number =>
+  readStackFile(paths.stackFile)?.stopTimeoutMs ?? STOP_TIMEOUT_MS;
+
 /** A control request to the home's supervisor (NoStackError: exit 3 when none runs there). */
 async function control(cmd: Command, action: 'start' | 'stop' | 'restart', service: string): Promise<void> {
   const paths = pathsOf(cmd);
-  // A restart waits for the old process to end (its grace is at most 15 s).
-  const reply = await controlRequest(paths.home, paths.socket, { action, service }, 2 * STOP_GRACE_MS);
+  // A stop or restart waits for the old process to end (SIGKILL after the stop timeout).
+  const reply = await controlRequest(paths.home, paths.socket, { action, service }, stopTimeoutOf(paths) + 20_000);
   if (reply.pid) out(`${service} started (pid ${reply.pid})`);
   else if (action === 'stop') out(`${service} stopped`);
 }
@@ -83,7 +88,7 @@ export function stopCommand(): Command {
         paths.home,
         paths.socket,
         { action: 'shutdown' },
-        (SERVICE_NAMES.length + 1) * STOP_GRACE_MS,
+        SERVICE_NAMES.length * stopTimeoutOf(paths) + 20_000,
       );
       out('vigil: stopped');
     });

@@ -134,6 +134,12 @@ export const STACK_OPTIONS = {
     help: 'seconds between health checks (default 300; 0: never)',
     schema: seconds.default(300),
   },
+  'stop-timeout': {
+    arg: '<s>',
+    env: 'VIGIL_STOP_TIMEOUT',
+    help: 'seconds a service may take to end after SIGTERM before it is killed (SIGKILL) (default 10)',
+    schema: seconds.default(10),
+  },
 } as const satisfies Record<string, OptionSpec>;
 
 export type StackOptionName = keyof typeof STACK_OPTIONS;
@@ -163,6 +169,7 @@ export const stackOptionsSchema = z.object(shape).transform((o) => ({
   // Two failed ticks restart the server: ticks must be longer than a model takes to load.
   guardianInterval: o['guardian-interval'] ?? (o.model ? 60 : 10),
   healthInterval: o['health-interval'],
+  stopTimeout: o['stop-timeout'],
 }));
 
 export type StackOptions = z.output<typeof stackOptionsSchema>;

@@ -15,9 +15,16 @@ export function managerOf(paths: HomePaths, service: ServiceName): ServiceManage
   return { kind: 'command', restart: vigil('restart'), stop: vigil('stop'), start: vigil('start') };
 }
 
+/**
+ * How long a `vigil restart|stop SERVICE` may take: the supervisor's stop timeout (SIGKILL after
+ * it), then a new process started; with room for a loaded host.
+ */
+export const serviceCommandTimeoutS = (plan: StackPlan): number => Math.max(30, plan.stopTimeout + 20);
+
 export function guardianConfigOf(plan: StackPlan, paths: HomePaths): GuardianConfigFile {
   return {
     intervalS: plan.guardianInterval,
+    commandTimeoutS: serviceCommandTimeoutS(plan),
     stateFile: paths.guardianState,
     lockFile: paths.fallbackLock,
     logFile: paths.log('guardian'),
@@ -52,6 +59,11 @@ export function healthConfigOf(plan: StackPlan, paths: HomePaths): HealthConfigF
     },
     relay: { link: hp(plan.relay), service: managerOf(paths, 'tcp-relay') },
     healthLog: paths.healthLog,
+    // A repair is a `vigil restart`: the stop timeout, then a start.
+    timeouts: {
+      fixMs: Math.round((plan.stopTimeout + 10) * 1000),
+      runMs: Math.round(Math.max(30, 2 * (plan.stopTimeout + 10)) * 1000),
+    },
   };
 }
 

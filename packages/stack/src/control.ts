@@ -25,13 +25,17 @@ export interface ExitInfo {
 
 export interface ServiceStatus {
   readonly name: ServiceName;
-  readonly state: 'running' | 'stopped';
+  /** `restarting`: it exited by itself and is started again at `restartAt`; `failed`: it exited
+   * with a status a restart cannot fix (2, 78) and was left stopped. */
+  readonly state: 'running' | 'stopped' | 'restarting' | 'failed';
   readonly pid: number | null;
   /** ISO time the running process was started, null when stopped. */
   readonly startedAt: string | null;
   /** How many times the supervisor started it, and how many of those were restarts. */
   readonly starts: number;
   readonly restarts: number;
+  /** ISO time of a restart waiting for its delay, else null. */
+  readonly restartAt?: string | null;
   readonly lastExit: ExitInfo | null;
 }
 

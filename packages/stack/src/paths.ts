@@ -29,7 +29,7 @@ export function homePaths(home: string) {
     home,
     at,
     /** Directories made (0700) on start. */
-    dirs: [home, at('logs'), at('state'), at('run'), at('models'), at('signal-daemon')],
+    dirs: [home, at('logs'), at('state'), at('run'), at('models'), at('pki'), at('signal-daemon')],
     /** A service's log (its stdout and stderr). */
     log: (name: string) => at('logs', `${name}.log`),
     accessLog: (name: string) => at('logs', `${name}-access.log`),

@@ -7,6 +7,7 @@ import {
   ensureDir,
   fileExists,
   listProcesses,
+  PRIVATE_DIR,
   pidAlive,
   runCommand,
   runsProgram,
@@ -16,9 +17,15 @@ import { AlreadyRunningError, StartError } from './errors.js';
 import { binOf, type HomePaths, NODE, rel } from './paths.js';
 import { readStackFile } from './stackfile.js';
 
-/** Makes the home's directories (0700). */
+/** The umask of the supervisor and so of every service it starts: what they make is 0600 / 0700. */
+export const PRIVATE_UMASK = 0o077;
+
+/**
+ * Makes the home's directories 0700, whatever the umask; those that exist (made by an older
+ * version, or by hand) are set to 0700 too.
+ */
 export function makeHome(paths: HomePaths): void {
-  for (const dir of paths.dirs) ensureDir(dir);
+  for (const dir of paths.dirs) ensureDir(dir, PRIVATE_DIR, true);
 }
 
 /**

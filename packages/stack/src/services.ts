@@ -44,8 +44,6 @@ export interface ServiceSpec {
   readonly readyTimeoutMs: number;
   /** What it serves, for the table printed on start. */
   readonly serves: string;
-  /** Who brings it back when it ends. */
-  readonly restartedBy: string;
 }
 
 /** The options with every address decided (the relay's default depends on the host). */
@@ -122,7 +120,6 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: { kind: 'http', addr: plan.daemonHttp, path: '/api/v1/check' },
       readyTimeoutMs: 20_000,
       serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}`,
-      restartedBy: 'the health check',
     },
     'tcp-relay': {
       name: 'tcp-relay',
@@ -131,7 +128,6 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: { kind: 'log', pattern: /"msg":"(listening|listen address not on this host yet)/ },
       readyTimeoutMs: 20_000,
       serves: `${hp(plan.relay)} → ${hp(plan.daemonTcp)}${plan.relayNote}`,
-      restartedBy: 'the health check',
     },
     'inference-server': {
       name: 'inference-server',
@@ -140,7 +136,6 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: inferenceReady,
       readyTimeoutMs: 120_000,
       serves: `http://${hp(plan.inference)}/v1${mtls} (model "${plan.modelId}")`,
-      restartedBy: 'the guardian',
     },
     'inference-fallback': {
       name: 'inference-fallback',
@@ -149,7 +144,6 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: inferenceReady,
       readyTimeoutMs: 120_000,
       serves: 'the same addresses, CPU only (started by the guardian on fallback)',
-      restartedBy: 'the guardian',
     },
     guardian: {
       name: 'guardian',
@@ -158,7 +152,6 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: { kind: 'none' },
       readyTimeoutMs: 20_000,
       serves: `a real completion every ${plan.guardianInterval} s; events ${rel(paths.log('guardian'))}`,
-      restartedBy: 'this supervisor (not after exit 2: an operator must act)',
     },
   };
 }

@@ -8,6 +8,8 @@ import { readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types
 export interface StackFile {
   readonly pid: number;
   readonly home: string;
+  /** The supervisor's stop timeout: how long a `vigil stop|restart SERVICE` may take. */
+  readonly stopTimeoutMs?: number;
   readonly services: Readonly<Record<string, { readonly pid: number; readonly command: string }>>;
 }
 
@@ -26,7 +28,13 @@ export function readStackFile(path: string): StackFile | null {
     if (s && typeof s.pid === 'number' && typeof s.command === 'string')
       services[name] = { pid: s.pid, command: s.command };
   }
-  return { pid: v.pid, home: String(v.home ?? ''), services };
+  const stopTimeoutMs = typeof v.stopTimeoutMs === 'number' ? v.stopTimeoutMs : undefined;
+  return {
+    pid: v.pid,
+    home: String(v.home ?? ''),
+    ...(stopTimeoutMs === undefined ? {} : { stopTimeoutMs }),
+    services,
+  };
 }
 
 export function writeStackFile(path: string, content: StackFile): void {

@@ -14,7 +14,7 @@ import { serveControl } from './control.js';
 import { StartError } from './errors.js';
 import { binOf, type HomePaths, homePaths, NODE, rel } from './paths.js';
 import { checkListeners, type Listener, relayAddress } from './ports.js';
-import { makeHome, prepareModelAndCerts, stopLeftovers } from './prepare.js';
+import { makeHome, PRIVATE_UMASK, prepareModelAndCerts, stopLeftovers } from './prepare.js';
 import { waitReady } from './readiness.js';
 import { SERVICE_NAMES, type ServiceName, type ServiceSpec, type StackPlan, serviceSpecs } from './services.js';
 import { removeStackFile } from './stackfile.js';
@@ -89,6 +89,9 @@ function runHealthCheck(paths: HomePaths): void {
  * come up stops what was started and exits 1.
  */
 export async function startStack(home: string, opts: StackOptions): Promise<void> {
+  // Everything made from here on, by this process or a service (logs, databases and their -wal and
+  // -shm, state, keys, sockets), is private to this user whatever the shell's umask was.
+  process.umask(PRIVATE_UMASK);
   const paths = homePaths(home);
   makeHome(paths);
   const stoppedLeftovers = await stopLeftovers(paths, say);
@@ -103,7 +106,7 @@ export async function startStack(home: string, opts: StackOptions): Promise<void
   const specs = serviceSpecs(plan, paths);
   writeServiceConfigs(plan, paths);
 
-  const supervisor = new Supervisor(specs, paths, say);
+  const supervisor = new Supervisor(specs, paths, say, { stopTimeoutMs: plan.stopTimeout * 1000 });
   let healthTimer: NodeJS.Timeout | undefined;
   let stopped: Promise<void> | null = null;
   const stopAll = (code: number): Promise<void> => {

@@ -92,7 +92,11 @@ export function statusScreen(status: StackStatus, home: string, now: number = Da
       s.name,
       s.state,
       String(s.pid ?? '-'),
-      s.startedAt ? duration((now - Date.parse(s.startedAt)) / 1000) : '-',
+      s.startedAt
+        ? duration((now - Date.parse(s.startedAt)) / 1000)
+        : s.restartAt
+          ? `restart in ${duration(Math.max(0, (Date.parse(s.restartAt) - now) / 1000))}`
+          : '-',
       String(s.restarts),
       lastExitText(s),
     ]),

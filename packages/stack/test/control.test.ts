@@ -35,7 +35,6 @@ const standIn = (name: ServiceName): ServiceSpec => ({
   ready: { kind: 'log', pattern: /up/ },
   readyTimeoutMs: 5000,
   serves: name,
-  restartedBy: 'the test',
 });
 
 describe('vigil against a running supervisor', () => {
@@ -99,13 +98,22 @@ describe('vigil against a running supervisor', () => {
     expect(started.stdout).toBe(`signal-daemon started (pid ${supervisor.pidOf('signal-daemon')})\n`);
   });
 
-  it('a service that ends by itself is said, and shown with its last exit', async () => {
-    process.kill(supervisor.pidOf('inference-server')!, 'SIGKILL');
+  it('a service that ends by itself is said, shown restarting with its last exit, and started again', async () => {
+    const old = supervisor.pidOf('inference-server')!;
+    process.kill(old, 'SIGKILL');
     await until('the exit seen', () => supervisor.pidOf('inference-server') === null);
-    expect(said).toEqual(['vigil: inference-server ended (killed by SIGKILL); the test brings it back']);
+    expect(said).toEqual(['vigil: inference-server exited (signal SIGKILL); restarting in 1 s (restart 1)']);
     expect((await vigil('--home', home.dir, 'status')).stdout).toMatch(
-      /^ {2}inference-server\s+stopped\s+-\s+-\s+0\s+SIGKILL at \S+$/m,
+      /^ {2}inference-server\s+restarting\s+-\s+restart in [01] s\s+0\s+SIGKILL at \S+$/m,
     );
+    await until('started again', () => supervisor.pidOf('inference-server') !== null, 5000);
+    expect(supervisor.pidOf('inference-server')).not.toBe(old);
+    expect(supervisor.status().find((s) => s.name === 'inference-server')).toMatchObject({
+      state: 'running',
+      restarts: 1,
+      lastExit: { code: null, signal: 'SIGKILL' },
+    });
+    expect(said).toHaveLength(1);
   });
 
   it('an unknown service is refused (exit 1), naming the known ones', async () => {

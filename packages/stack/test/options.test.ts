@@ -20,7 +20,16 @@ describe('the options of vigil start', () => {
       threads: undefined,
       guardianInterval: 10,
       healthInterval: 300,
+      stopTimeout: 10,
     });
+  });
+
+  it('--stop-timeout (VIGIL_STOP_TIMEOUT): seconds, fractions allowed; not a number is refused naming the flag', () => {
+    expect(parseStackOptions({}, { VIGIL_STOP_TIMEOUT: '2.5' }).stopTimeout).toBe(2.5);
+    expect(parseStackOptions({ 'stop-timeout': '30' }, { VIGIL_STOP_TIMEOUT: '2' }).stopTimeout).toBe(30);
+    expect(() => parseStackOptions({ 'stop-timeout': 'soon' }, {})).toThrow(
+      /^--stop-timeout: expected a number of seconds/,
+    );
   });
 
   it('a flag wins over its environment variable, which wins over the default', () => {

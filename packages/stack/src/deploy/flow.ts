@@ -6,9 +6,16 @@
  * See deploy/README.md.
  */
 import { rmdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ConfigError } from '@vigil/shared-types';
-import { ensureDir, fileExists, readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/node';
+import {
+  ensureDir,
+  fileExists,
+  PRIVATE_DIR,
+  readTextOrNull,
+  removeFile,
+  writeFileAtomic,
+} from '@vigil/shared-types/node';
 import { type CommandRecord, launchdLoad, type PlannedFile, Session, systemdLoad, unload } from './manager.js';
 import { type InstallOptions, type Locations, type Platform, SERVICES } from './options.js';
 import { renderAll, validateConfigs } from './render.js';
@@ -41,10 +48,18 @@ export async function install(o: InstallOptions, loc: Locations): Promise<Deploy
     return { ...f, action: old === null ? 'create' : old === f.content ? 'unchanged' : 'update' };
   });
   const session = new Session(o.dryRun);
-  const dirs = [loc.config, loc.state, loc.data, loc.logs, loc.units];
-  if (o.platform === 'launchd') dirs.push(join(loc.config, 'launchd'));
+  // vigil's own directories: 0700 whatever the umask, those that exist included. The directory of
+  // the units (or agents) belongs to the service manager: made 0700 when missing, else left alone.
+  const own = [loc.config, loc.state, loc.data, loc.logs];
+  if (o.platform === 'launchd') own.push(join(loc.config, 'launchd'));
+  if (rendered.defaultModel) own.push(dirname(rendered.model));
+  if (o.mtls) own.push(loc.pki);
+  const dirs = [...own, loc.units];
   if (!o.dryRun) {
-    for (const d of dirs) ensureDir(d);
+    // What install and the programs it runs (make-model, certs) create is private to this user.
+    process.umask(0o077);
+    for (const d of own) ensureDir(d, PRIVATE_DIR, true);
+    ensureDir(loc.units);
     for (const f of files) if (f.action !== 'unchanged') writeFileAtomic(f.path, f.content, { mode: f.mode });
   }
   const inference = [o.node, join(o.root, 'packages', 'inference-server', 'bin', 'inference-server.js')];
