@@ -124,6 +124,56 @@ describe('chat completion requests', () => {
     expect(badParam({ ...base, tools: [{ type: 'function' }] })).toMatchObject({ param: 'tools' });
     expect(badParam({ ...base, response_format: { type: 'json_object' } })).toMatchObject({ param: 'response_format' });
   });
+
+  // Every field with a value of the wrong type: 400, invalid_type, `param` the field (issue 17).
+  const wrongTypes: [string, Record<string, unknown>][] = [
+    ['model', { model: 5 }],
+    ['messages', { messages: 'hi' }],
+    ['messages[0].role', { messages: [{ role: 5, content: 'x' }] }],
+    ['messages[0].name', { messages: [{ role: 'user', content: 'x', name: 1 }] }],
+    ['max_tokens', { max_tokens: '5' }],
+    ['max_completion_tokens', { max_completion_tokens: true }],
+    ['temperature', { temperature: '0.5' }],
+    ['top_p', { top_p: [] }],
+    ['frequency_penalty', { frequency_penalty: 'x' }],
+    ['presence_penalty', { presence_penalty: {} }],
+    ['seed', { seed: 1.5 }],
+    ['stop', { stop: 5 }],
+    ['stream', { stream: 'yes' }],
+    ['stream_options', { stream: true, stream_options: 'x' }],
+    ['stream_options.include_usage', { stream: true, stream_options: { include_usage: 'yes' } }],
+    ['n', { n: '1' }],
+    ['tools', { tools: 'x' }],
+    ['tools[0]', { tools: ['x'] }],
+    ['tool_choice', { tool_choice: 5 }],
+    ['parallel_tool_calls', { parallel_tool_calls: 'no' }],
+    ['functions', { functions: {} }],
+    ['function_call', { function_call: 1 }],
+    ['logprobs', { logprobs: 'x' }],
+    ['top_logprobs', { top_logprobs: 'x' }],
+    ['logit_bias.50256', { logit_bias: { '50256': 'x' } }],
+    ['response_format', { response_format: 'json' }],
+    ['user', { user: 42 }],
+    ['metadata', { metadata: 'x' }],
+    ['store', { store: 1 }],
+    ['modalities', { modalities: 'text' }],
+  ];
+  it.each(wrongTypes)('refuses a wrong type for %s with 400 naming it', (param, fields) => {
+    const e = badParam({ ...base, ...fields });
+    expect(e).toMatchObject({ status: 400, param });
+    expect(e.message).toContain(param);
+  });
+
+  it('ignores fields it does not know and takes null for an absent optional field, as OpenAI does', () => {
+    const r = parseCompletionRequest({
+      ...base,
+      some_future_field: { x: 1 },
+      temperature: null,
+      tools: [],
+      stop: null,
+    });
+    expect(r).toMatchObject({ temperature: 1, stop: [] });
+  });
 });
 
 describe('scheduler', () => {
