@@ -8,6 +8,7 @@ import { openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import type { Server as TlsServer } from 'node:tls';
 import type { HostPort } from '@vigil/shared-types';
 import { closeServer, listen } from '@vigil/shared-types/node';
 import { AccessLog } from './access-log.js';
@@ -16,6 +17,7 @@ import { ConfigError, GgufError, ManifestError, StartupError } from './errors.js
 import { checkModelSummary, readGgufSummary } from './gguf/index.js';
 import type { Logger } from './logger.js';
 import { verifyManifest } from './manifest.js';
+import { type RefusalLog, refusalLog, watchRefusals } from './tls-refusals.js';
 
 export interface TlsFiles {
   readonly cert: Buffer;
@@ -84,6 +86,8 @@ export interface Listeners {
   /** Bound addresses (the real port when 0 was asked for); null for a listener that is off. */
   readonly http: HostPort | null;
   readonly mtls: HostPort | null;
+  /** The mTLS listener's refused handshakes (flushed on shutdown). */
+  readonly refusals: RefusalLog;
 }
 
 /**
@@ -96,6 +100,7 @@ export async function openListeners(
   handler: (listener: 'http' | 'mtls') => RequestListener,
   logger: Logger,
 ): Promise<Listeners> {
+  const refusals = refusalLog(logger);
   const httpServer = config.http ? createHttpServer({ noDelay: true }, handler('http')) : null;
   let mtlsServer: Server | null = null;
   if (config.mtls && tls) {
@@ -107,7 +112,7 @@ export async function openListeners(
     } catch (err) {
       throw new ConfigError(`the TLS files are not usable: ${(err as Error).message}`);
     }
-    mtlsServer.on('tlsClientError', (err) => logger.debug('TLS handshake refused', { error: err.message }));
+    watchRefusals(mtlsServer as unknown as TlsServer, refusals, logger);
   }
   const servers: Server[] = [];
   let http: HostPort | null = null;
@@ -130,5 +135,5 @@ export async function openListeners(
     s.headersTimeout = 30_000;
     s.requestTimeout = Math.max(config.requestTimeoutMs + 5_000, 60_000);
   }
-  return { servers, http, mtls };
+  return { servers, http, mtls, refusals };
 }

@@ -11,8 +11,11 @@ import {
   generateSigningKey,
   ManifestError,
   makeModel,
+  memoryLogger,
   parseCompletionRequest,
   QueueFullError,
+  refusalLog,
+  refusalReason,
   Scheduler,
   verifyManifest,
   writeManifest,
@@ -313,4 +316,42 @@ it('generateCerts refuses to overwrite without force', async () => {
   const dir = join(tmp.dir, 'pki2');
   await generateCerts({ out: dir, days: 1 });
   await expect(generateCerts({ out: dir })).rejects.toThrow(/--force/);
+});
+
+describe('mTLS refusal log', () => {
+  it('logs the first refusal of an episode at once, counts the rest, reports the count when the window ends', async () => {
+    const records: Record<string, unknown>[] = [];
+    const log = refusalLog(memoryLogger(records), 80, 2);
+    log.note('10.0.0.1', 'no client certificate');
+    for (let i = 0; i < 4; i++) log.note('10.0.0.1', 'no client certificate');
+    log.note('10.0.0.2', 'client certificate expired');
+    // The table is full: a third client shares the per-reason episode.
+    log.note('10.0.0.3', 'client certificate expired');
+    log.note('10.0.0.4', 'client certificate expired');
+    expect(records.map((r) => [r.level, r.msg, r.remote])).toEqual([
+      ['warn', 'mTLS handshake refused', '10.0.0.1'],
+      ['warn', 'mTLS handshake refused', '10.0.0.2'],
+      ['warn', 'mTLS handshake refused', null],
+    ]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(records.slice(3)).toEqual([
+      expect.objectContaining({ msg: 'mTLS handshakes refused', remote: '10.0.0.1', count: 4 }),
+      expect.objectContaining({ msg: 'mTLS handshakes refused', remote: null, count: 1 }),
+    ]);
+    // The episode is over: the next refusal is logged at once again.
+    await new Promise((r) => setTimeout(r, 200));
+    log.note('10.0.0.1', 'no client certificate');
+    expect(records.at(-1)).toMatchObject({ msg: 'mTLS handshake refused', remote: '10.0.0.1' });
+    log.note('10.0.0.1', 'no client certificate');
+    log.flush();
+    expect(records.at(-1)).toMatchObject({ msg: 'mTLS handshakes refused', count: 1 });
+  });
+
+  it('names the reason of Node errors', () => {
+    expect(refusalReason({ code: 'ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE' }, null)).toBe('no client certificate');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'CERT_HAS_EXPIRED')).toBe('client certificate expired');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'CERT_NOT_YET_VALID')).toBe('client certificate not yet valid');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')).toContain('unknown CA');
+    expect(refusalReason({ code: 'ECONNRESET' }, null)).toBeNull();
+  });
 });
