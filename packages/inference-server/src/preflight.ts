@@ -8,9 +8,10 @@ import { openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { dirname } from 'node:path';
 import type { Server as TlsServer } from 'node:tls';
 import type { HostPort } from '@vigil/shared-types';
-import { closeServer, listen } from '@vigil/shared-types/node';
+import { closeServer, ensureDir, listen, PRIVATE_DIR, PRIVATE_FILE } from '@vigil/shared-types/node';
 import { AccessLog } from './access-log.js';
 import type { ServerConfig } from './config.js';
 import { ConfigError, GgufError, ManifestError, StartupError } from './errors.js';
@@ -70,11 +71,15 @@ export async function readTlsFiles(config: ServerConfig): Promise<TlsFiles | nul
   }
 }
 
-/** The access log, opened for appending (0640 when created); null when none is configured. */
+/**
+ * The access log, opened for appending; null when none is configured. It names clients and
+ * models: created 0600, its directory (when missing) 0700, whatever the umask.
+ */
 export function openAccessLog(config: ServerConfig): AccessLog | null {
   if (!config.accessLog) return null;
   try {
-    return new AccessLog(openSync(config.accessLog, 'a', 0o640));
+    ensureDir(dirname(config.accessLog), PRIVATE_DIR);
+    return new AccessLog(openSync(config.accessLog, 'a', PRIVATE_FILE));
   } catch (err) {
     throw new ConfigError(`cannot open the access log ${config.accessLog}: ${(err as Error).message}`);
   }

@@ -3,9 +3,12 @@
  * origin is allowed. The server as a real process on the generated tiny model, raw HTTP requests
  * shaped as a browser sends them, and the access log the guardian reads.
  */
-import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { makeTiny, readLines, request, type ServerProcess, spawnServer, tmpDir, waitHealthy } from './helpers.js';
+import { BIN, makeTiny, readLines, request, type ServerProcess, spawnServer, tmpDir, waitHealthy } from './helpers.js';
 
 const tmp = tmpDir();
 const MODEL = join(tmp.dir, 'tiny.gguf');
@@ -133,5 +136,95 @@ describe('browsers it did not invite', () => {
       const r = await request(s.http!, { path: '/v1/models', headers: { host } });
       expect(r.status).toBe(200);
     }
+  });
+});
+
+/** Runs the CLI under umask 022, as a user's shell usually has it. */
+const underUmask = (args: string[]) =>
+  promisify(execFile)('/bin/sh', ['-c', 'umask 022 && exec "$0" "$@"', process.execPath, BIN, ...args], {
+    timeout: 60_000,
+  });
+
+/** Every path under `dir` with its permission bits. */
+function modes(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const p = join(d, name);
+      const st = statSync(p);
+      out[relative(dir, p)] = (st.mode & 0o777).toString(8);
+      if (st.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+describe('file modes whatever the umask', () => {
+  it('creates every directory 0700 and keys and logs 0600; models, certificates and manifests stay 0644', async () => {
+    const home = join(tmp.dir, 'home');
+    const data = join(home, '.local', 'share', 'vigil');
+    await underUmask(['make-model', '--out', join(data, 'models', 'tiny.gguf')]);
+    await underUmask(['certs', '--out', join(data, 'pki')]);
+    await underUmask(['keygen', '--out', join(data, 'keys')]);
+    await underUmask([
+      'manifest',
+      '--model',
+      join(data, 'models', 'tiny.gguf'),
+      '--out',
+      join(data, 'm', 'manifest.json'),
+    ]);
+    const logs = join(home, '.local', 'state', 'vigil', 'logs');
+    const serve = execFile('/bin/sh', [
+      '-c',
+      'umask 022 && exec "$0" "$@"',
+      process.execPath,
+      BIN,
+      'serve',
+      '--model',
+      join(data, 'models', 'tiny.gguf'),
+      '--http',
+      '127.0.0.1:0',
+      '--access-log',
+      join(logs, 'access.log'),
+      '--log-file',
+      join(logs, 'inference-server.log'),
+    ]);
+    try {
+      const deadline = Date.now() + 20_000;
+      while (!modes(home)['.local/state/vigil/logs/access.log'] && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    } finally {
+      serve.kill('SIGKILL');
+    }
+    const found = modes(home);
+    const publicFiles = new Set([
+      'models/tiny.gguf',
+      'pki/ca.pem',
+      'pki/server.pem',
+      'pki/client.pem',
+      'keys/manifest-key.pub.pem',
+      'm/manifest.json',
+    ]);
+    const expected: Record<string, string> = {};
+    for (const path of Object.keys(found)) {
+      const st = statSync(join(home, path));
+      const rel = relative('.local/share/vigil', path);
+      expected[path] = st.isDirectory() ? '700' : publicFiles.has(rel) ? '644' : '600';
+    }
+    expect(found).toEqual(expected);
+    // The private files are all there.
+    expect(found).toMatchObject({
+      '.local/share/vigil': '700',
+      '.local/share/vigil/models': '700',
+      '.local/share/vigil/pki/ca-key.pem': '600',
+      '.local/share/vigil/pki/server-key.pem': '600',
+      '.local/share/vigil/pki/client-key.pem': '600',
+      '.local/share/vigil/keys/manifest-key.pem': '600',
+      '.local/state/vigil/logs': '700',
+      '.local/state/vigil/logs/access.log': '600',
+      '.local/state/vigil/logs/inference-server.log': '600',
+    });
   });
 });
