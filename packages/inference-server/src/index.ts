@@ -70,7 +70,7 @@ export {
   modelList,
   parseCompletionRequest,
 } from './openai.js';
-export { Scheduler } from './scheduler.js';
+export { EWMA_WEIGHT, retryAfterEstimate, Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
 export { type RefusalLog, refusalLog, refusalReason } from './tls-refusals.js';
 export { VERSION } from './version.js';

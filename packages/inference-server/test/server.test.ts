@@ -325,6 +325,31 @@ describe('the queue (parallel 1, max-queue 1)', () => {
       (await b)?.close();
     }
   });
+
+  it("answers a full queue's Retry-After from the time completions take: it grows when they get slow", async () => {
+    const short = { model: 'tiny', messages: [{ role: 'user', content: 'q' }], max_tokens: 2 };
+    /** Fills the one sequence and the queue of one; the next request's answer. */
+    const refused = async () => {
+      const a = await SseCompletion.open(s.http!, LONG);
+      await a.waitFor(3);
+      const queued = request(s.http!, { body: short });
+      await new Promise((r) => setTimeout(r, 200));
+      const full = await request(s.http!, { body: short });
+      a.close();
+      expect((await queued).status).toBe(200);
+      return { status: full.status, retryAfter: Number(full.headers['retry-after']) };
+    };
+    for (let i = 0; i < 3; i++) expect((await request(s.http!, { body: short })).status).toBe(200);
+    const fast = await refused();
+    // Two completions of 2,000 tokens (seconds each on the tiny model).
+    for (let i = 0; i < 2; i++) {
+      expect((await request(s.http!, { body: { ...short, max_tokens: 2000 } })).status).toBe(200);
+    }
+    const slow = await refused();
+    expect(fast).toEqual({ status: 429, retryAfter: 1 });
+    expect(slow.status).toBe(429);
+    expect(slow.retryAfter).toBeGreaterThan(fast.retryAfter);
+  }, 60_000);
 });
 
 describe('request timeout', () => {

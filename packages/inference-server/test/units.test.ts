@@ -16,6 +16,7 @@ import {
   QueueFullError,
   refusalLog,
   refusalReason,
+  retryAfterEstimate,
   Scheduler,
   verifyManifest,
   writeManifest,
@@ -191,8 +192,32 @@ describe('scheduler', () => {
     await expect(s.acquire(never)).rejects.toBeInstanceOf(QueueFullError);
     s.release(a, 3000);
     expect(await queued).toBe(a);
-    expect(s.retryAfterS()).toBe(3);
+    // One completion of 3 s, two sequences, nobody waiting: a sequence is free in about 1.5 s.
+    expect(s.retryAfterS()).toBe(2);
     expect(s.active).toBe(2);
+  });
+
+  it('estimates Retry-After from a running mean of completion times, the queue ahead and the sequences', () => {
+    expect(retryAfterEstimate(null, 16, 1)).toBe(1);
+    expect(retryAfterEstimate(100, 0, 1)).toBe(1);
+    expect(retryAfterEstimate(4000, 0, 1)).toBe(4);
+    expect(retryAfterEstimate(4000, 3, 1)).toBe(16);
+    expect(retryAfterEstimate(4000, 3, 4)).toBe(4);
+    expect(retryAfterEstimate(4000, 100, 1)).toBe(60);
+    const s = new Scheduler(1, 0);
+    const never = new AbortController().signal;
+    const run = async (ms: number) => s.release(await s.acquire(never), ms);
+    return (async () => {
+      await run(1000);
+      expect(s.retryAfterS()).toBe(1);
+      // Completions get slow: the estimate follows within a few.
+      for (let i = 0; i < 5; i++) await run(10_000);
+      expect(s.retryAfterS()).toBeGreaterThanOrEqual(8);
+      expect(s.retryAfterS()).toBeLessThanOrEqual(10);
+      // And fast again.
+      for (let i = 0; i < 12; i++) await run(200);
+      expect(s.retryAfterS()).toBe(1);
+    })();
   });
 
   it('drops a waiter whose request is aborted, and counts slots stuck after an abort', async () => {
