@@ -101,6 +101,23 @@ describe('the server (parallel 2)', () => {
     expect(b.model).toBe('tiny-alias');
   });
 
+  it('samples with a fresh seed when the request has none; a given seed reproduces its text', async () => {
+    const ask = (seed?: number) =>
+      client(s).chat.completions.create({
+        model: 'tiny',
+        messages: [{ role: 'user', content: 'tell me' }],
+        max_tokens: 24,
+        temperature: 1.5,
+        ...(seed === undefined ? {} : { seed }),
+      });
+    // Two at once (the same second): different samples.
+    const [a, b] = await Promise.all([ask(), ask()]);
+    expect(a.choices[0]!.message.content).not.toBe(b.choices[0]!.message.content);
+    const [c, d] = await Promise.all([ask(1234), ask(1234)]);
+    expect(c.choices[0]!.message.content).toBe(d.choices[0]!.message.content);
+    expect((await ask(1234)).choices[0]!.message.content).toBe(c.choices[0]!.message.content);
+  });
+
   it('answers the guardian probe (max_tokens 2, temperature 0) with a "content" key', async () => {
     const r = await request(s.http!, {
       body: { model: 'tiny', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2, temperature: 0 },
