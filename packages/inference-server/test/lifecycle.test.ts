@@ -64,6 +64,9 @@ describe('start-up failures: one clear line, a non-zero exit, nothing served', (
     const r = await cli(['serve', '--model', MODEL, '--mtls', '127.0.0.1:0']);
     expect(r.code).toBe(78);
     expect(r.stderr).toContain('--tls-cert');
+    const origin = await cli(['serve', '--model', MODEL, '--http', '127.0.0.1:0', '--allow-origin', 'evil.example']);
+    expect(origin.code).toBe(78);
+    expect(origin.stderr).toContain('--allow-origin evil.example');
   });
 
   it('says "address already in use" and exits 1 when its port is taken', async () => {
