@@ -142,6 +142,12 @@ program
       .default(DEFAULTS.workerNice),
   )
   .addOption(opt('--allow-non-loopback', 'allow the plain HTTP listener on an address that is not loopback'))
+  .addOption(
+    opt(
+      '--allow-origin <origin>',
+      'a web origin (scheme://host[:port]) whose pages may call the API (repeatable; default: none, requests with another Origin get 403)',
+    ).argParser(collect),
+  )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .action(async (o, cmd: Command) => {
@@ -190,6 +196,7 @@ program
         accessLog: o.accessLog ?? null,
         maxBodyBytes: o.maxBodyBytes,
         allowNonLoopback: o.allowNonLoopback === true,
+        allowOrigins: list(cmd, 'allowOrigin'),
         logger,
       });
     } catch (err) {

@@ -4,6 +4,7 @@
  * error whatever stops it: its deadline (`requestTimeoutMs`, queueing included), the client
  * leaving, or the shutdown. The deadline answers even when the native generation does not let go.
  */
+import { randomInt } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { ServerContext } from './context.js';
@@ -115,7 +116,8 @@ export async function serveCompletion(
       maxTokens: body.maxTokens,
       temperature: body.temperature,
       topP: body.topP,
-      seed: body.seed,
+      // llama.cpp's default seed is the current second: requests without one would repeat each other.
+      seed: body.seed ?? randomInt(0x1_0000_0000),
       stop: body.stop,
       frequencyPenalty: body.frequencyPenalty,
       presencePenalty: body.presencePenalty,

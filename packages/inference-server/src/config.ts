@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { basename } from 'node:path';
 import { type HostPort, INFERENCE_HTTP, INFERENCE_MTLS, isLoopbackHost } from '@vigil/shared-types';
+import { canonicalOrigin } from './browser.js';
 import { ConfigError } from './errors.js';
 import type { Logger } from './logger.js';
 
@@ -41,6 +42,8 @@ export interface ServerConfig {
   readonly accessLog: string | null;
   readonly maxBodyBytes: number;
   readonly allowNonLoopback: boolean;
+  /** Web origins (`scheme://host[:port]`) whose pages may call the API; requests from others get 403. */
+  readonly allowOrigins: readonly string[];
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Unix seconds shown as `created` in the model list. */
@@ -139,6 +142,11 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
       `refusing to serve plain HTTP on ${http.host}, which is not loopback: use --allow-non-loopback, or the mTLS listener`,
     );
   }
+  const allowOrigins = (options.allowOrigins ?? []).map((o) => {
+    const c = canonicalOrigin(o);
+    if (c === null) throw new ConfigError(`--allow-origin ${o}: expected an origin such as http://localhost:3000`);
+    return c;
+  });
   const positive = (name: string, v: number | null | undefined, min: number, def: number): number => {
     const n = v ?? def;
     if (!Number.isInteger(n) || n < min) throw new ConfigError(`${name} must be an integer of at least ${min}`);
@@ -171,6 +179,7 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     accessLog: options.accessLog ?? null,
     maxBodyBytes: positive('max-body-bytes', options.maxBodyBytes, 1024, DEFAULTS.maxBodyBytes),
     allowNonLoopback,
+    allowOrigins: [...new Set(allowOrigins)],
     workerNice: positive('worker-nice', options.workerNice, 0, DEFAULTS.workerNice),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,

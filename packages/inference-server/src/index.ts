@@ -4,6 +4,7 @@
  * model generator, certificates and a model-integrity manifest.
  */
 export { AccessLog } from './access-log.js';
+export { canonicalOrigin } from './browser.js';
 export { CERT_FILES, type CertsOptions, type CertsResult, generateCerts } from './certs.js';
 export {
   DEFAULTS,
@@ -69,6 +70,7 @@ export {
   modelList,
   parseCompletionRequest,
 } from './openai.js';
-export { Scheduler } from './scheduler.js';
+export { EWMA_WEIGHT, retryAfterEstimate, Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
+export { type RefusalLog, refusalLog, refusalReason } from './tls-refusals.js';
 export { VERSION } from './version.js';

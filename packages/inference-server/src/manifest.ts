@@ -16,7 +16,7 @@ import {
   manifestEntry,
   parseManifest,
 } from '@vigil/shared-types';
-import { writeFileAtomic } from '@vigil/shared-types/node';
+import { PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
 import { ManifestError } from './errors.js';
 
 export type { Manifest, ManifestEntry } from '@vigil/shared-types';
@@ -51,7 +51,8 @@ export async function createManifest(models: readonly string[], signKeyFile?: st
 
 /** Writes a manifest atomically, 0644 (it holds digests, not secrets). */
 export async function writeManifest(out: string, manifest: Manifest): Promise<void> {
-  writeFileAtomic(out, `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o644, dirMode: 0o755 });
+  // The manifest is public (0644); a directory created for it is private (0700), as every vigil directory.
+  writeFileAtomic(out, `${JSON.stringify(manifest, null, 2)}\n`, { mode: 0o644, dirMode: PRIVATE_DIR });
 }
 
 /** A new ed25519 key pair, PEM: the private key (PKCS#8) and the public key (SPKI). */

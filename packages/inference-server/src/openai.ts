@@ -1,136 +1,14 @@
 /**
- * The OpenAI-compatible surface: request validation (spec 2.4 plus what OpenAI clients send),
- * response and chunk shapes, and errors in OpenAI's shape `{"error":{message,type,param,code}}`.
+ * The OpenAI-compatible surface: response and chunk shapes (the request's validation is in
+ * request.ts), and errors in OpenAI's shape `{"error":{message,type,param,code}}`.
  * Pure: no I/O.
  */
 import { randomBytes } from 'node:crypto';
 import type { ChatCompletion, ChatUsage, FinishReason, ModelList } from '@vigil/shared-types';
-import type { CompletionMessage, CompletionSettings } from './engine.js';
 import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
+import { invalid } from './request.js';
 
-export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
-  new ApiError(400, message, 'invalid_request_error', param, code);
-
-/** A validated chat completion request. */
-export interface CompletionRequest extends CompletionSettings {
-  readonly model: string;
-  readonly stream: boolean;
-  readonly includeUsage: boolean;
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const absent = (v: unknown) => v === undefined || v === null;
-
-function optNumber(body: Record<string, unknown>, key: string, min: number, max: number): number | null {
-  const v = body[key];
-  if (absent(v)) return null;
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalid(`${key} must be a number`, key, 'invalid_type');
-  if (v < min || v > max) throw invalid(`${key} must be between ${min} and ${max}, got ${v}`, key, 'invalid_value');
-  return v;
-}
-
-function optInteger(body: Record<string, unknown>, key: string, min: number): number | null {
-  const v = body[key];
-  if (absent(v)) return null;
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw invalid(`${key} must be an integer`, key, 'invalid_type');
-  if (v < min) throw invalid(`${key} must be at least ${min}, got ${v}`, key, 'invalid_value');
-  return v;
-}
-
-function messageContent(v: unknown, i: number, role: string): string {
-  const param = `messages[${i}].content`;
-  if (typeof v === 'string') return v;
-  if (absent(v) && role === 'assistant') return '';
-  if (Array.isArray(v)) {
-    return v
-      .map((part, j) => {
-        if (!isObject(part) || part.type !== 'text' || typeof part.text !== 'string') {
-          throw invalid(`${param}[${j}]: only text parts ({"type":"text","text":…}) are supported`, param);
-        }
-        return part.text;
-      })
-      .join('');
-  }
-  throw invalid(`${param} must be a string or an array of text parts`, param, 'invalid_type');
-}
-
-/** Validates a parsed JSON body. Throws ApiError (400). */
-export function parseCompletionRequest(body: unknown): CompletionRequest {
-  if (!isObject(body)) throw invalid('The request body must be a JSON object.');
-  const model = body.model;
-  if (absent(model)) throw invalid('you must provide a model parameter', 'model', 'missing_required_parameter');
-  if (typeof model !== 'string' || model === '') throw invalid('model must be a non-empty string', 'model');
-  const raw = body.messages;
-  if (!Array.isArray(raw)) throw invalid('messages must be an array', 'messages', 'invalid_type');
-  if (raw.length === 0) throw invalid('messages must contain at least one message', 'messages', 'empty_array');
-  const messages: CompletionMessage[] = raw.map((m, i) => {
-    if (!isObject(m)) throw invalid(`messages[${i}] must be an object`, `messages[${i}]`, 'invalid_type');
-    const role = m.role;
-    if (role !== 'system' && role !== 'developer' && role !== 'user' && role !== 'assistant') {
-      throw invalid(
-        `messages[${i}].role must be one of system, developer, user, assistant; got ${JSON.stringify(role)}`,
-        `messages[${i}].role`,
-        'invalid_value',
-      );
-    }
-    const content = messageContent(m.content, i, role);
-    return { role: role === 'developer' ? 'system' : role, content };
-  });
-  const maxCompletion = optInteger(body, 'max_completion_tokens', 1);
-  const maxTokens = maxCompletion ?? optInteger(body, 'max_tokens', 1);
-  const temperature = optNumber(body, 'temperature', 0, 2) ?? 1;
-  const topP = optNumber(body, 'top_p', 0, 1) ?? 1;
-  const seedRaw = body.seed;
-  if (!absent(seedRaw) && (typeof seedRaw !== 'number' || !Number.isInteger(seedRaw))) {
-    throw invalid('seed must be an integer', 'seed', 'invalid_type');
-  }
-  const seed = absent(seedRaw) ? null : (seedRaw as number) >>> 0;
-  let stop: string[] = [];
-  const s = body.stop;
-  if (typeof s === 'string') stop = [s];
-  else if (Array.isArray(s)) {
-    if (s.length > 4) throw invalid('stop may have at most 4 sequences', 'stop');
-    if (!s.every((x) => typeof x === 'string')) throw invalid('stop must be a string or an array of strings', 'stop');
-    stop = s as string[];
-  } else if (!absent(s)) throw invalid('stop must be a string or an array of strings', 'stop', 'invalid_type');
-  stop = stop.filter((x) => x !== '');
-  const streamRaw = body.stream;
-  if (!absent(streamRaw) && typeof streamRaw !== 'boolean') throw invalid('stream must be a boolean', 'stream');
-  const stream = streamRaw === true;
-  const so = body.stream_options;
-  let includeUsage = false;
-  if (!absent(so)) {
-    if (!stream) {
-      throw invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
-    }
-    if (!isObject(so)) throw invalid('stream_options must be an object', 'stream_options', 'invalid_type');
-    includeUsage = so.include_usage === true;
-  }
-  const n = optInteger(body, 'n', 1);
-  if (n !== null && n !== 1) throw invalid('only n=1 is supported', 'n', 'unsupported_value');
-  if (Array.isArray(body.tools) && body.tools.length > 0) throw invalid('tools are not supported', 'tools');
-  if (Array.isArray(body.functions) && body.functions.length > 0) {
-    throw invalid('functions are not supported', 'functions');
-  }
-  if (body.logprobs === true) throw invalid('logprobs are not supported', 'logprobs');
-  const rf = body.response_format;
-  if (!absent(rf) && !(isObject(rf) && rf.type === 'text')) {
-    throw invalid('only response_format {"type":"text"} is supported', 'response_format');
-  }
-  return {
-    model,
-    messages,
-    maxTokens,
-    temperature,
-    topP,
-    seed,
-    stop,
-    stream,
-    includeUsage,
-    frequencyPenalty: optNumber(body, 'frequency_penalty', -2, 2) ?? 0,
-    presencePenalty: optNumber(body, 'presence_penalty', -2, 2) ?? 0,
-  };
-}
+export { type CompletionRequest, invalid, parseCompletionRequest } from './request.js';
 
 export function completionId(): string {
   return `chatcmpl-${randomBytes(12).toString('hex')}`;

@@ -8,14 +8,17 @@ import { openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type RequestListener, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import { dirname } from 'node:path';
+import type { Server as TlsServer } from 'node:tls';
 import type { HostPort } from '@vigil/shared-types';
-import { closeServer, listen } from '@vigil/shared-types/node';
+import { closeServer, ensureDir, listen, PRIVATE_DIR, PRIVATE_FILE } from '@vigil/shared-types/node';
 import { AccessLog } from './access-log.js';
 import type { ServerConfig } from './config.js';
 import { ConfigError, GgufError, ManifestError, StartupError } from './errors.js';
 import { checkModelSummary, readGgufSummary } from './gguf/index.js';
 import type { Logger } from './logger.js';
 import { verifyManifest } from './manifest.js';
+import { type RefusalLog, refusalLog, watchRefusals } from './tls-refusals.js';
 
 export interface TlsFiles {
   readonly cert: Buffer;
@@ -68,11 +71,15 @@ export async function readTlsFiles(config: ServerConfig): Promise<TlsFiles | nul
   }
 }
 
-/** The access log, opened for appending (0640 when created); null when none is configured. */
+/**
+ * The access log, opened for appending; null when none is configured. It names clients and
+ * models: created 0600, its directory (when missing) 0700, whatever the umask.
+ */
 export function openAccessLog(config: ServerConfig): AccessLog | null {
   if (!config.accessLog) return null;
   try {
-    return new AccessLog(openSync(config.accessLog, 'a', 0o640));
+    ensureDir(dirname(config.accessLog), PRIVATE_DIR);
+    return new AccessLog(openSync(config.accessLog, 'a', PRIVATE_FILE));
   } catch (err) {
     throw new ConfigError(`cannot open the access log ${config.accessLog}: ${(err as Error).message}`);
   }
@@ -84,6 +91,8 @@ export interface Listeners {
   /** Bound addresses (the real port when 0 was asked for); null for a listener that is off. */
   readonly http: HostPort | null;
   readonly mtls: HostPort | null;
+  /** The mTLS listener's refused handshakes (flushed on shutdown). */
+  readonly refusals: RefusalLog;
 }
 
 /**
@@ -96,6 +105,7 @@ export async function openListeners(
   handler: (listener: 'http' | 'mtls') => RequestListener,
   logger: Logger,
 ): Promise<Listeners> {
+  const refusals = refusalLog(logger);
   const httpServer = config.http ? createHttpServer({ noDelay: true }, handler('http')) : null;
   let mtlsServer: Server | null = null;
   if (config.mtls && tls) {
@@ -107,7 +117,7 @@ export async function openListeners(
     } catch (err) {
       throw new ConfigError(`the TLS files are not usable: ${(err as Error).message}`);
     }
-    mtlsServer.on('tlsClientError', (err) => logger.debug('TLS handshake refused', { error: err.message }));
+    watchRefusals(mtlsServer as unknown as TlsServer, refusals, logger);
   }
   const servers: Server[] = [];
   let http: HostPort | null = null;
@@ -130,5 +140,5 @@ export async function openListeners(
     s.headersTimeout = 30_000;
     s.requestTimeout = Math.max(config.requestTimeoutMs + 5_000, 60_000);
   }
-  return { servers, http, mtls };
+  return { servers, http, mtls, refusals };
 }

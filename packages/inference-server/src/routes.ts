@@ -1,10 +1,11 @@
 /**
  * The routes, the same on both listeners: /v1/models (static, never touches the model), /health,
- * /v1/chat/completions; 421 for a foreign Host on the plain listener, 503 while stopping, 404
- * and 405 as OpenAI answers them.
+ * /v1/chat/completions; 421 for a foreign Host on the plain listener, 403 for a web origin not
+ * allowed, 415 for a body that is not JSON, 503 while stopping, 404 and 405 as OpenAI answers them.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostAllowed, hostHeaderName, INFERENCE_PATHS } from '@vigil/shared-types';
+import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
 import { serveCompletion } from './completion.js';
 import type { ServerContext } from './context.js';
 import { sendError, sendJson } from './http.js';
@@ -35,7 +36,9 @@ export function createHandler(
   const modelsBody = Buffer.from(JSON.stringify(models));
   const modelBodies = new Map(models.data.map((m) => [m.id, Buffer.from(JSON.stringify(m))]));
   // DNS-rebinding protection on the plain listener (mTLS clients are authenticated).
+  // (On the mTLS listener the client's check of the server certificate's names already defeats it.)
   const bound = listener === 'http' ? config.http : null;
+  const origins = new Set(config.allowOrigins);
 
   return (req, res) => {
     const startedNs = process.hrtime.bigint();
@@ -49,6 +52,12 @@ export function createHandler(
       sendError(res, misdirected(hostHeaderName(req.headers.host ?? '')));
       return done(421);
     }
+    const origin = checkOrigin(req, res, origins);
+    if (origin.kind === 'refused') {
+      sendError(res, origin.error);
+      return done(403);
+    }
+    if (origin.kind === 'preflight') return done(204);
     const state = ctx.state();
     if (state === 'stopping' || state === 'stopped') {
       res.setHeader('connection', 'close');
@@ -80,6 +89,10 @@ export function createHandler(
       if (req.method !== 'POST') {
         sendError(res, methodNotAllowed(req.method, path, 'POST', true));
         return done(405);
+      }
+      if (!isJsonBody(req)) {
+        sendError(res, unsupportedMediaType(req.headers['content-type']));
+        return done(415);
       }
       void serveCompletion(ctx, req, res, listener, startedNs);
       return;

@@ -17,8 +17,8 @@ export class Scheduler {
   private readonly free: number[] = [];
   private readonly queue: Waiter[] = [];
   private readonly abortedAt = new Map<number, number>();
-  /** Recent completion durations (ms), for Retry-After. */
-  private readonly durations: number[] = [];
+  /** Running (exponentially weighted) mean of completion durations, ms; null before the first. */
+  private meanMs: number | null = null;
 
   constructor(
     readonly slots: number,
@@ -77,8 +77,7 @@ export class Scheduler {
   release(slot: number, durationMs?: number): void {
     this.abortedAt.delete(slot);
     if (durationMs !== undefined) {
-      this.durations.push(durationMs);
-      if (this.durations.length > 32) this.durations.shift();
+      this.meanMs = this.meanMs === null ? durationMs : this.meanMs + EWMA_WEIGHT * (durationMs - this.meanMs);
     }
     const next = this.queue.shift();
     if (next) {
@@ -97,10 +96,22 @@ export class Scheduler {
     }
   }
 
-  /** Seconds a refused client should wait: about one average completion, 1 to 60. */
+  /** Seconds a refused client should wait: see `retryAfterEstimate`. */
   retryAfterS(): number {
-    if (this.durations.length === 0) return 1;
-    const avg = this.durations.reduce((a, b) => a + b, 0) / this.durations.length;
-    return Math.min(60, Math.max(1, Math.ceil(avg / 1000)));
+    return retryAfterEstimate(this.meanMs, this.queue.length, this.slots);
   }
+}
+
+/** Weight of the newest completion in the running mean (about the last five count). */
+export const EWMA_WEIGHT = 0.3;
+
+/**
+ * Seconds until a request refused now would get a sequence: the completions ahead of it (the
+ * `waiting` ones and itself) finish `slots` at a time, each taking about `meanMs`. Whole
+ * seconds, 1 to 60; 1 before any completion has finished.
+ */
+export function retryAfterEstimate(meanMs: number | null, waiting: number, slots: number): number {
+  if (meanMs === null) return 1;
+  const s = (meanMs * (waiting + 1)) / Math.max(1, slots) / 1000;
+  return Math.min(60, Math.max(1, Math.ceil(s)));
 }

@@ -166,6 +166,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     if (eng) await Promise.race([eng.dispose(), unrefSleep(700)]);
     else if (wasLoading) await Promise.race([ready.catch(() => {}), unrefSleep(700)]);
     logger.debug('shutdown: model disposed');
+    listeners.refusals.flush();
     await Promise.race([accessLog?.close(), unrefSleep(200)]);
     state = 'stopped';
     logger.info('stopped', { aborted: unfinished });

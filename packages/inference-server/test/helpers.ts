@@ -120,7 +120,7 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   body?: string | object;
   /** https with these TLS options (mTLS) */
-  tls?: { ca?: Buffer; cert?: Buffer; key?: Buffer; servername?: string };
+  tls?: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string; servername?: string };
 }
 
 /** One HTTP(S) request; the body (an object is sent as JSON) and the whole reply. */

@@ -2,9 +2,11 @@
  * The process around the model: start-up failures with their lines and exit codes, the
  * environment, the manifest, mutual TLS, and shutdown that always finishes.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import forge from 'node-forge';
 import OpenAI from 'openai';
 import {
   cli,
@@ -21,6 +23,24 @@ import {
 } from './helpers.js';
 
 const tmp = tmpDir();
+
+/** A client certificate signed by the given CA that expired yesterday. */
+function expiredClient(caPem: Buffer, caKeyPem: Buffer): { cert: string; key: string } {
+  const ca = forge.pki.certificateFromPem(caPem.toString());
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const key = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  const k = forge.pki.privateKeyFromPem(key);
+  const c = forge.pki.createCertificate();
+  c.publicKey = forge.pki.setRsaPublicKey(k.n, k.e);
+  c.serialNumber = '0a1b2c';
+  c.validity.notBefore = new Date(Date.now() - 10 * 86_400_000);
+  c.validity.notAfter = new Date(Date.now() - 86_400_000);
+  c.setSubject([{ name: 'commonName', value: 'vigil-client' }]);
+  c.setIssuer(ca.subject.attributes);
+  c.setExtensions([{ name: 'extKeyUsage', clientAuth: true }]);
+  c.sign(forge.pki.privateKeyFromPem(caKeyPem.toString()), forge.md.sha256.create());
+  return { cert: forge.pki.certificateToPem(c), key };
+}
 const MODEL = join(tmp.dir, 'tiny.gguf');
 const OTHER = join(tmp.dir, 'other', 'tiny.gguf');
 
@@ -44,6 +64,9 @@ describe('start-up failures: one clear line, a non-zero exit, nothing served', (
     const r = await cli(['serve', '--model', MODEL, '--mtls', '127.0.0.1:0']);
     expect(r.code).toBe(78);
     expect(r.stderr).toContain('--tls-cert');
+    const origin = await cli(['serve', '--model', MODEL, '--http', '127.0.0.1:0', '--allow-origin', 'evil.example']);
+    expect(origin.code).toBe(78);
+    expect(origin.stderr).toContain('--allow-origin evil.example');
   });
 
   it('says "address already in use" and exits 1 when its port is taken', async () => {
@@ -187,6 +210,32 @@ describe('mutual TLS', () => {
         tls: { ca: read(pki, 'ca.pem'), cert: read(otherPki, 'client.pem'), key: read(otherPki, 'client-key.pem') },
       }),
     ).rejects.toThrow();
+  });
+
+  it('refuses an expired client certificate from --tls-ca, and logs every refusal at warn with its reason, once per episode', async () => {
+    const expired = expiredClient(read(pki, 'ca.pem'), read(pki, 'ca-key.pem'));
+    await expect(
+      request(s.mtls!, { path: '/v1/models', tls: { ca: read(pki, 'ca.pem'), ...expired } }),
+    ).rejects.toThrow();
+    // A client that hammers with a foreign certificate: one line, not one per attempt.
+    for (let i = 0; i < 5; i++) {
+      await request(s.mtls!, {
+        path: '/v1/models',
+        tls: { ca: read(pki, 'ca.pem'), cert: read(otherPki, 'client.pem'), key: read(otherPki, 'client-key.pem') },
+      }).catch(() => null);
+    }
+    await s.waitForLog('client certificate expired');
+    const refusals = s
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('mTLS handshake refused'))
+      .map((l) => JSON.parse(l));
+    expect(refusals.every((r) => r.level === 'warn' && r.remote === '127.0.0.1')).toBe(true);
+    expect(refusals.map((r) => r.reason).sort()).toEqual([
+      'client certificate expired',
+      'client certificate not signed by --tls-ca (unknown CA)',
+      'no client certificate',
+    ]);
   });
 });
 

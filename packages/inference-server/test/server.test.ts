@@ -101,6 +101,23 @@ describe('the server (parallel 2)', () => {
     expect(b.model).toBe('tiny-alias');
   });
 
+  it('samples with a fresh seed when the request has none; a given seed reproduces its text', async () => {
+    const ask = (seed?: number) =>
+      client(s).chat.completions.create({
+        model: 'tiny',
+        messages: [{ role: 'user', content: 'tell me' }],
+        max_tokens: 24,
+        temperature: 1.5,
+        ...(seed === undefined ? {} : { seed }),
+      });
+    // Two at once (the same second): different samples.
+    const [a, b] = await Promise.all([ask(), ask()]);
+    expect(a.choices[0]!.message.content).not.toBe(b.choices[0]!.message.content);
+    const [c, d] = await Promise.all([ask(1234), ask(1234)]);
+    expect(c.choices[0]!.message.content).toBe(d.choices[0]!.message.content);
+    expect((await ask(1234)).choices[0]!.message.content).toBe(c.choices[0]!.message.content);
+  });
+
   it('answers the guardian probe (max_tokens 2, temperature 0) with a "content" key', async () => {
     const r = await request(s.http!, {
       body: { model: 'tiny', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2, temperature: 0 },
@@ -325,6 +342,37 @@ describe('the queue (parallel 1, max-queue 1)', () => {
       (await b)?.close();
     }
   });
+
+  it("answers a full queue's Retry-After from the time completions take: it grows when they get slow", async () => {
+    const short = { model: 'tiny', messages: [{ role: 'user', content: 'q' }], max_tokens: 2 };
+    /** Fills the one sequence and the queue of one; the next request's answer. */
+    const refused = async () => {
+      const a = await SseCompletion.open(s.http!, LONG);
+      await a.waitFor(3);
+      const queued = request(s.http!, { body: short });
+      await new Promise((r) => setTimeout(r, 200));
+      const full = await request(s.http!, { body: short });
+      a.close();
+      expect((await queued).status).toBe(200);
+      return { status: full.status, retryAfter: Number(full.headers['retry-after']) };
+    };
+    for (let i = 0; i < 3; i++) expect((await request(s.http!, { body: short })).status).toBe(200);
+    const fast = await refused();
+    // Three completions of 2,500 tokens (seconds each on the tiny model).
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) {
+      expect((await request(s.http!, { body: { ...short, max_tokens: 2500 } })).status).toBe(200);
+    }
+    const slowS = (Date.now() - started) / 3 / 1000;
+    expect(slowS).toBeGreaterThan(2); // else the test proves nothing on this host
+    const slow = await refused();
+    expect(fast).toEqual({ status: 429, retryAfter: 1 });
+    expect(slow.status).toBe(429);
+    // The request refused would wait for the queued one and then its own turn: about two slow
+    // completions; at least one, however the running mean has caught up.
+    expect(slow.retryAfter).toBeGreaterThanOrEqual(Math.floor(slowS));
+    expect(slow.retryAfter).toBeLessThanOrEqual(Math.ceil(2 * slowS) + 1);
+  }, 90_000);
 });
 
 describe('request timeout', () => {

@@ -11,8 +11,12 @@ import {
   generateSigningKey,
   ManifestError,
   makeModel,
+  memoryLogger,
   parseCompletionRequest,
   QueueFullError,
+  refusalLog,
+  refusalReason,
+  retryAfterEstimate,
   Scheduler,
   verifyManifest,
   writeManifest,
@@ -124,6 +128,56 @@ describe('chat completion requests', () => {
     expect(badParam({ ...base, tools: [{ type: 'function' }] })).toMatchObject({ param: 'tools' });
     expect(badParam({ ...base, response_format: { type: 'json_object' } })).toMatchObject({ param: 'response_format' });
   });
+
+  // Every field with a value of the wrong type: 400, invalid_type, `param` the field (issue 17).
+  const wrongTypes: [string, Record<string, unknown>][] = [
+    ['model', { model: 5 }],
+    ['messages', { messages: 'hi' }],
+    ['messages[0].role', { messages: [{ role: 5, content: 'x' }] }],
+    ['messages[0].name', { messages: [{ role: 'user', content: 'x', name: 1 }] }],
+    ['max_tokens', { max_tokens: '5' }],
+    ['max_completion_tokens', { max_completion_tokens: true }],
+    ['temperature', { temperature: '0.5' }],
+    ['top_p', { top_p: [] }],
+    ['frequency_penalty', { frequency_penalty: 'x' }],
+    ['presence_penalty', { presence_penalty: {} }],
+    ['seed', { seed: 1.5 }],
+    ['stop', { stop: 5 }],
+    ['stream', { stream: 'yes' }],
+    ['stream_options', { stream: true, stream_options: 'x' }],
+    ['stream_options.include_usage', { stream: true, stream_options: { include_usage: 'yes' } }],
+    ['n', { n: '1' }],
+    ['tools', { tools: 'x' }],
+    ['tools[0]', { tools: ['x'] }],
+    ['tool_choice', { tool_choice: 5 }],
+    ['parallel_tool_calls', { parallel_tool_calls: 'no' }],
+    ['functions', { functions: {} }],
+    ['function_call', { function_call: 1 }],
+    ['logprobs', { logprobs: 'x' }],
+    ['top_logprobs', { top_logprobs: 'x' }],
+    ['logit_bias.50256', { logit_bias: { '50256': 'x' } }],
+    ['response_format', { response_format: 'json' }],
+    ['user', { user: 42 }],
+    ['metadata', { metadata: 'x' }],
+    ['store', { store: 1 }],
+    ['modalities', { modalities: 'text' }],
+  ];
+  it.each(wrongTypes)('refuses a wrong type for %s with 400 naming it', (param, fields) => {
+    const e = badParam({ ...base, ...fields });
+    expect(e).toMatchObject({ status: 400, param });
+    expect(e.message).toContain(param);
+  });
+
+  it('ignores fields it does not know and takes null for an absent optional field, as OpenAI does', () => {
+    const r = parseCompletionRequest({
+      ...base,
+      some_future_field: { x: 1 },
+      temperature: null,
+      tools: [],
+      stop: null,
+    });
+    expect(r).toMatchObject({ temperature: 1, stop: [] });
+  });
 });
 
 describe('scheduler', () => {
@@ -138,8 +192,32 @@ describe('scheduler', () => {
     await expect(s.acquire(never)).rejects.toBeInstanceOf(QueueFullError);
     s.release(a, 3000);
     expect(await queued).toBe(a);
-    expect(s.retryAfterS()).toBe(3);
+    // One completion of 3 s, two sequences, nobody waiting: a sequence is free in about 1.5 s.
+    expect(s.retryAfterS()).toBe(2);
     expect(s.active).toBe(2);
+  });
+
+  it('estimates Retry-After from a running mean of completion times, the queue ahead and the sequences', () => {
+    expect(retryAfterEstimate(null, 16, 1)).toBe(1);
+    expect(retryAfterEstimate(100, 0, 1)).toBe(1);
+    expect(retryAfterEstimate(4000, 0, 1)).toBe(4);
+    expect(retryAfterEstimate(4000, 3, 1)).toBe(16);
+    expect(retryAfterEstimate(4000, 3, 4)).toBe(4);
+    expect(retryAfterEstimate(4000, 100, 1)).toBe(60);
+    const s = new Scheduler(1, 0);
+    const never = new AbortController().signal;
+    const run = async (ms: number) => s.release(await s.acquire(never), ms);
+    return (async () => {
+      await run(1000);
+      expect(s.retryAfterS()).toBe(1);
+      // Completions get slow: the estimate follows within a few.
+      for (let i = 0; i < 5; i++) await run(10_000);
+      expect(s.retryAfterS()).toBeGreaterThanOrEqual(8);
+      expect(s.retryAfterS()).toBeLessThanOrEqual(10);
+      // And fast again.
+      for (let i = 0; i < 12; i++) await run(200);
+      expect(s.retryAfterS()).toBe(1);
+    })();
   });
 
   it('drops a waiter whose request is aborted, and counts slots stuck after an abort', async () => {
@@ -263,4 +341,42 @@ it('generateCerts refuses to overwrite without force', async () => {
   const dir = join(tmp.dir, 'pki2');
   await generateCerts({ out: dir, days: 1 });
   await expect(generateCerts({ out: dir })).rejects.toThrow(/--force/);
+});
+
+describe('mTLS refusal log', () => {
+  it('logs the first refusal of an episode at once, counts the rest, reports the count when the window ends', async () => {
+    const records: Record<string, unknown>[] = [];
+    const log = refusalLog(memoryLogger(records), 80, 2);
+    log.note('10.0.0.1', 'no client certificate');
+    for (let i = 0; i < 4; i++) log.note('10.0.0.1', 'no client certificate');
+    log.note('10.0.0.2', 'client certificate expired');
+    // The table is full: a third client shares the per-reason episode.
+    log.note('10.0.0.3', 'client certificate expired');
+    log.note('10.0.0.4', 'client certificate expired');
+    expect(records.map((r) => [r.level, r.msg, r.remote])).toEqual([
+      ['warn', 'mTLS handshake refused', '10.0.0.1'],
+      ['warn', 'mTLS handshake refused', '10.0.0.2'],
+      ['warn', 'mTLS handshake refused', null],
+    ]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(records.slice(3)).toEqual([
+      expect.objectContaining({ msg: 'mTLS handshakes refused', remote: '10.0.0.1', count: 4 }),
+      expect.objectContaining({ msg: 'mTLS handshakes refused', remote: null, count: 1 }),
+    ]);
+    // The episode is over: the next refusal is logged at once again.
+    await new Promise((r) => setTimeout(r, 200));
+    log.note('10.0.0.1', 'no client certificate');
+    expect(records.at(-1)).toMatchObject({ msg: 'mTLS handshake refused', remote: '10.0.0.1' });
+    log.note('10.0.0.1', 'no client certificate');
+    log.flush();
+    expect(records.at(-1)).toMatchObject({ msg: 'mTLS handshakes refused', count: 1 });
+  });
+
+  it('names the reason of Node errors', () => {
+    expect(refusalReason({ code: 'ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE' }, null)).toBe('no client certificate');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'CERT_HAS_EXPIRED')).toBe('client certificate expired');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'CERT_NOT_YET_VALID')).toBe('client certificate not yet valid');
+    expect(refusalReason({ code: 'ECONNRESET' }, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')).toContain('unknown CA');
+    expect(refusalReason({ code: 'ECONNRESET' }, null)).toBeNull();
+  });
 });

@@ -2,7 +2,7 @@
  * A writer of GGUF llama models with deterministic pseudo-random weights (`make-model`): the same
  * preset, type and seed always give the same bytes. The server itself never writes models.
  */
-import { writeFileAtomicWith } from '@vigil/shared-types/node';
+import { PRIVATE_DIR, writeFileAtomicWith } from '@vigil/shared-types/node';
 import {
   align,
   fromHalf,
@@ -23,8 +23,12 @@ import {
   parameterCount,
 } from './vocabulary.js';
 
-/** A model is not a secret: 0644, and a directory created for it 0755. */
-export const MODEL_FILE_MODES = { mode: 0o644, dirMode: 0o755 } as const;
+/**
+ * A model is not a secret: the file is 0644. A directory created for it is 0700 whatever the
+ * umask: it is often vigil's own data directory (~/.local/share/vigil), which later holds the
+ * message stores.
+ */
+export const MODEL_FILE_MODES = { mode: 0o644, dirMode: PRIVATE_DIR } as const;
 
 // Deterministic pseudo-random numbers
 
