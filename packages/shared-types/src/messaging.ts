@@ -22,6 +22,27 @@ export const SIGNAL_METHODS = [
 
 export type SignalMethod = (typeof SIGNAL_METHODS)[number];
 
+/**
+ * Further signal-cli methods the embedded network answers as signal-cli does (beyond the
+ * specified ones above).
+ */
+export const SIGNAL_LOCALNET_METHODS = [
+  'sendTyping',
+  'sendReaction',
+  'remoteDelete',
+  'getAttachment',
+  'updateProfile',
+  'joinGroup',
+  'quitGroup',
+  'updateContact',
+  'listIdentities',
+  'trust',
+  'sendMessageRequestResponse',
+  'addDevice',
+  'listDevices',
+  'listAccounts',
+] as const;
+
 export function isSignalMethod(name: string): name is SignalMethod {
   return (SIGNAL_METHODS as readonly string[]).includes(name);
 }
@@ -107,6 +128,17 @@ export interface VersionResult {
   readonly version: string;
 }
 
+/** An identity key and its trust, as signal-cli's listIdentities gives it. */
+export interface IdentityEntry {
+  readonly number: PhoneNumber;
+  readonly uuid: string;
+  readonly fingerprint: string;
+  readonly safetyNumber: string;
+  readonly scannableSafetyNumber: string;
+  readonly trustLevel: 'TRUSTED_UNVERIFIED' | 'TRUSTED_VERIFIED' | 'UNTRUSTED';
+  readonly addedTimestamp: number;
+}
+
 export interface GroupInfo {
   readonly id: string;
   readonly name: string;
@@ -125,6 +157,83 @@ export interface DataMessage {
   readonly viewOnce: boolean;
   readonly groupInfo?: { readonly groupId: string; readonly type: string };
   readonly attachments?: readonly unknown[];
+  readonly reaction?: Reaction;
+  readonly quote?: Quote;
+  readonly mentions?: readonly Mention[];
+  readonly previews?: readonly Preview[];
+  readonly remoteDelete?: { readonly timestamp: number };
+  readonly textStyles?: readonly TextStyle[];
+}
+
+/** A range of a message's text (UTF-16 code units) in one style, as signal-cli emits it. */
+export interface TextStyle {
+  readonly style: 'BOLD' | 'ITALIC' | 'SPOILER' | 'STRIKETHROUGH' | 'MONOSPACE';
+  readonly start: number;
+  readonly length: number;
+}
+
+export interface Mention {
+  readonly name: string | null;
+  readonly number: PhoneNumber | null;
+  readonly uuid: string | null;
+  readonly start: number;
+  readonly length: number;
+}
+
+export interface Quote {
+  readonly id: number;
+  readonly author: string;
+  readonly authorNumber: PhoneNumber | null;
+  readonly authorUuid: string | null;
+  readonly text: string | null;
+  readonly mentions?: readonly Mention[];
+  readonly attachments: readonly unknown[];
+  readonly textStyles?: readonly TextStyle[];
+}
+
+export interface Reaction {
+  readonly emoji: string;
+  readonly targetAuthor: string;
+  readonly targetAuthorNumber: PhoneNumber | null;
+  readonly targetAuthorUuid: string | null;
+  readonly targetSentTimestamp: number;
+  readonly isRemove: boolean;
+}
+
+export interface Preview {
+  readonly url: string;
+  readonly title: string;
+  readonly description?: string;
+}
+
+/** An attachment as envelopes list it (`getAttachment` fetches its bytes by `id`). */
+export interface AttachmentInfo {
+  readonly contentType: string;
+  readonly filename: string | null;
+  readonly id: string;
+  readonly size: number;
+}
+
+export interface TypingMessage {
+  readonly action: 'STARTED' | 'STOPPED';
+  readonly timestamp: number;
+  readonly groupId?: string;
+}
+
+export interface EditMessage {
+  readonly targetSentTimestamp: number;
+  readonly dataMessage: DataMessage;
+}
+
+/** What this account itself sent (note to self, another device of the account). */
+export interface SentMessage extends DataMessage {
+  readonly destination: string | null;
+  readonly destinationNumber: PhoneNumber | null;
+  readonly destinationUuid: string | null;
+}
+
+export interface SyncMessage {
+  readonly sentMessage?: SentMessage;
 }
 
 export interface ReceiptMessage {
@@ -147,7 +256,9 @@ export interface Envelope {
   readonly serverDeliveredTimestamp?: number;
   readonly dataMessage?: DataMessage;
   readonly receiptMessage?: ReceiptMessage;
-  readonly syncMessage?: unknown;
+  readonly syncMessage?: SyncMessage;
+  readonly typingMessage?: TypingMessage;
+  readonly editMessage?: EditMessage;
 }
 
 /** params of the `receive` notification and the data of an SSE `receive` event. */

@@ -7,11 +7,17 @@ import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
 import { asParams } from '../params.js';
 import { accountMethods } from './account.js';
+import { attachmentMethods } from './attachments.js';
 import { contactMethods } from './contacts.js';
 import { groupMethods } from './groups.js';
+import { identityMethods } from './identities.js';
+import { loadIdentity, untrusted } from './identity.js';
+import { interactionMethods } from './interactions.js';
 import { linkingMethods } from './linking.js';
 import { messageMethods } from './messages.js';
-import { type LocalContext, methodTable } from './methods.js';
+import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } from './methods.js';
+import { Records } from './records.js';
+import { resolveLocal } from './resolve.js';
 import { type AccountRow, NetworkStore } from './store.js';
 
 export interface LocalBackendOptions {
@@ -30,7 +36,23 @@ const POLL_MS = 250;
 const DELIVERY_BATCH = 512;
 
 /** Every method of the local network, from its subject's module (see methods.ts). */
-const METHODS = methodTable(messageMethods, groupMethods, contactMethods, linkingMethods, accountMethods);
+const METHODS = methodTable(
+  messageMethods,
+  interactionMethods,
+  attachmentMethods,
+  groupMethods,
+  contactMethods,
+  identityMethods,
+  linkingMethods,
+  accountMethods,
+);
+
+/** The name shown for an account: its profile's given and family name, else the registered one. */
+function displayName(records: Records, account: AccountRow | undefined, number: string): string | null {
+  const p = records.profile(number);
+  const name = [p?.givenName, p?.familyName].filter(Boolean).join(' ');
+  return name || account?.profileName || null;
+}
 
 /**
  * The embedded local network: every daemon of the user registers its account in one SQLite
@@ -45,6 +67,7 @@ export class LocalBackend implements Backend {
   readonly inbox: Inbox;
 
   private readonly store: NetworkStore;
+  private readonly records: Records;
   private readonly me: AccountRow;
   private readonly context: LocalContext;
   private lastTimestamp = 0;
@@ -58,16 +81,28 @@ export class LocalBackend implements Backend {
   constructor(private readonly o: LocalBackendOptions) {
     this.store = new NetworkStore(o.localnet);
     this.me = this.store.register(o.account, o.profileName);
+    this.records = new Records(this.store.db);
+    ensureDir(o.dataDir);
+    const identityKey = loadIdentity(o.dataDir);
+    if (this.records.publishIdentity(this.me.number, identityKey)) {
+      o.logger.warn('this account has a new identity key: its contacts must trust it again', {
+        account: this.me.number,
+      });
+    }
     this.inbox = o.inbox(this.store.db);
     this.context = {
       store: this.store,
+      records: this.records,
+      dataDir: o.dataDir,
+      identityKey,
+      displayName: (number) => displayName(this.records, this.store.account(number), number),
       me: this.me,
       linkTimeoutMs: o.linkTimeoutMs,
       maxAttachmentBytes: o.maxAttachmentBytes,
       closed: () => this.closed,
       nextTimestamp: () => this.nextTimestamp(),
       envelope: (timestamp, body) => this.envelope(timestamp, body),
-      post: (recipients, envelope) => this.post(recipients, envelope),
+      post: (recipients, envelope, options) => this.post(recipients, envelope, options),
       waitForChange: (ms) => this.waitForChange(ms),
     };
     ensureDir(join(o.dataDir, 'attachments'));
@@ -95,10 +130,9 @@ export class LocalBackend implements Backend {
   }
 
   async call(method: string, raw: unknown): Promise<unknown> {
-    const p = asParams(raw);
     const fn = METHODS.get(method);
     if (!fn) throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
-    return fn(this.context, p);
+    return fn(this.context, resolveLocal(method, asParams(raw)));
   }
 
   async close(): Promise<void> {
@@ -140,7 +174,7 @@ export class LocalBackend implements Backend {
       for (const e of accepted) this.saveAttachments(e);
       this.inbox.append(accepted, () => {
         this.store.deleteMailUpTo(this.me.number, lastId);
-        for (const e of accepted) if (e.sourceNumber) this.store.addContact(this.me.number, e.sourceNumber);
+        for (const e of accepted) this.noteSender(e);
       });
       if (accepted.length < envelopes.length) {
         this.o.logger.info('dropped messages from blocked senders', { count: envelopes.length - accepted.length });
@@ -153,6 +187,19 @@ export class LocalBackend implements Backend {
     if (e.sourceNumber && this.store.isBlocked(this.me.number, e.sourceNumber)) return false;
     const groupId = e.dataMessage?.groupInfo?.groupId;
     return !(groupId && this.store.isGroupBlocked(this.me.number, groupId));
+  }
+
+  /** The sender becomes a contact, its identity key is trusted on first use, its attachments are its. */
+  private noteSender(e: Envelope): void {
+    const sender = e.sourceNumber;
+    if (!sender || sender === this.me.number) return;
+    this.store.addContact(this.me.number, sender);
+    const key = this.records.identity(sender);
+    if (key) this.records.trustOnFirstUse(this.me.number, sender, key);
+    const groupId = e.dataMessage?.groupInfo?.groupId ?? null;
+    for (const a of (e.dataMessage?.attachments ?? []) as { id: string }[]) {
+      this.records.receivedAttachment(this.me.number, a.id, sender, groupId);
+    }
   }
 
   /** Received attachments are files in the data directory, written before the message is acknowledged. */
@@ -183,12 +230,12 @@ export class LocalBackend implements Backend {
     return this.lastTimestamp;
   }
 
-  private envelope(timestamp: number, body: Pick<Envelope, 'dataMessage' | 'receiptMessage'>): Envelope {
+  private envelope(timestamp: number, body: EnvelopeBody): Envelope {
     return {
       source: this.me.number,
       sourceNumber: this.me.number,
       sourceUuid: this.me.uuid,
-      sourceName: this.me.profileName,
+      sourceName: displayName(this.records, this.me, this.me.number),
       sourceDevice: 1,
       timestamp,
       serverReceivedTimestamp: Date.now(),
@@ -196,19 +243,39 @@ export class LocalBackend implements Backend {
     };
   }
 
-  private async post(recipients: readonly string[], envelope: Envelope): Promise<SendResultEntry[]> {
+  private async post(
+    recipients: readonly string[],
+    envelope: Envelope,
+    options: PostOptions = {},
+  ): Promise<SendResultEntry[]> {
     const results: SendResultEntry[] = [];
     const deliveries: { recipient: string; envelope: Envelope }[] = [];
+    const distrusted = untrusted(this.records, this.me.number, recipients);
     for (const number of new Set(recipients)) {
       const account = this.store.account(number);
       if (!account) {
         results.push({ recipientAddress: { uuid: null, number }, type: 'UNREGISTERED_FAILURE' });
         continue;
       }
+      if (distrusted.has(number)) {
+        results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'IDENTITY_FAILURE' });
+        continue;
+      }
       deliveries.push({ recipient: number, envelope });
       results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'SUCCESS' });
     }
-    await this.store.post(this.me.number, deliveries);
+    const me = this.me.number;
+    await this.store.post(me, deliveries, () => {
+      for (const { recipient } of deliveries) {
+        const key = recipient === me ? undefined : this.records.identity(recipient);
+        if (key) this.records.trustOnFirstUse(me, recipient, key);
+      }
+      if (options.record && deliveries.length > 0) {
+        const parties = deliveries.map((d) => d.recipient);
+        this.records.recordSent(me, envelope.timestamp, parties, options.record.groupId);
+      }
+      if (deliveries.length > 0) options.alsoInTransaction?.();
+    });
     if (deliveries.some((d) => d.recipient === this.me.number)) this.scheduleSelfDelivery();
     return results;
   }

@@ -1,11 +1,12 @@
-/** People: getUserStatus, listContacts, block and unblock (of numbers and of groups). */
+/** People: getUserStatus, listContacts, updateContact, block and unblock (of numbers and of groups). */
 import type { UserStatus } from '@vigil/shared-types';
 import { invalidParams, userError } from '../errors.js';
-import { numbers, optBool, type Params, strings } from '../params.js';
+import { numbers, optBool, optInt, optString, type Params, strings } from '../params.js';
 import type { LocalContext, LocalMethods } from './methods.js';
+import type { AccountRow } from './store.js';
 
 function getUserStatus(ctx: LocalContext, p: Params): UserStatus[] {
-  const recipients = numbers(p, 'recipient');
+  const recipients = numbers(p, 'recipients');
   if (recipients.length === 0) throw invalidParams('recipient is required');
   return recipients.map((number) => {
     const a = ctx.store.account(number);
@@ -15,7 +16,9 @@ function getUserStatus(ctx: LocalContext, p: Params): UserStatus[] {
 
 function listContacts(ctx: LocalContext, p: Params): unknown[] {
   const { store, me } = ctx;
-  const wanted = numbers(p, 'recipient');
+  const wanted = numbers(p, 'recipients');
+  optBool(p, 'detailed'); // JSON output is always detailed, as in signal-cli
+  const nameFilter = optString(p, 'name')?.toLowerCase();
   const all = optBool(p, 'allRecipients');
   const onlyBlocked = p.blocked === true;
   const onlyUnblocked = p.blocked === false;
@@ -31,36 +34,82 @@ function listContacts(ctx: LocalContext, p: Params): unknown[] {
   return list
     .map((number) => ({ number, blocked: known.get(number) ?? false, account: store.account(number) }))
     .filter((c) => !(onlyBlocked && !c.blocked) && !(onlyUnblocked && c.blocked))
-    .map(({ number, blocked, account }) => ({
-      number,
-      uuid: account?.uuid ?? null,
-      username: null,
-      name: account?.profileName ?? '',
-      givenName: null,
-      familyName: null,
-      nickName: null,
-      note: null,
-      color: null,
-      isBlocked: blocked,
-      isHidden: false,
-      messageExpirationTime: 0,
-      profileSharing: false,
-      unregistered: account === undefined,
-      profile: {
-        lastUpdateTimestamp: 0,
-        givenName: account?.profileName ?? null,
-        familyName: null,
-        about: null,
-        aboutEmoji: null,
-        hasAvatar: false,
-        mobileCoinAddress: null,
-      },
-    }));
+    .map(({ number, blocked, account }) => contact(ctx, number, blocked, account))
+    .filter(
+      (c) =>
+        !nameFilter || [c.name, c.nickName, c.profile.givenName].some((n) => n?.toLowerCase().includes(nameFilter)),
+    );
+}
+
+const join = (...parts: (string | null | undefined)[]) => parts.filter(Boolean).join(' ') || null;
+
+/** A contact as signal-cli's listContacts gives it: this account's details, the other's profile. */
+function contact(ctx: LocalContext, number: string, blocked: boolean, account: AccountRow | undefined) {
+  const d = ctx.records.contact(ctx.me.number, number);
+  const profile = ctx.records.profile(number);
+  return {
+    number,
+    uuid: account?.uuid ?? null,
+    username: null,
+    name: join(d?.givenName, d?.familyName) ?? ctx.displayName(number) ?? '',
+    givenName: d?.givenName ?? null,
+    familyName: d?.familyName ?? null,
+    nickName: join(d?.nickGivenName, d?.nickFamilyName),
+    nickGivenName: d?.nickGivenName ?? null,
+    nickFamilyName: d?.nickFamilyName ?? null,
+    note: d?.note ?? null,
+    color: null,
+    isBlocked: blocked,
+    isHidden: false,
+    messageExpirationTime: d?.expiration ?? 0,
+    profileSharing: d?.request === 'accept',
+    unregistered: account === undefined,
+    profile: {
+      lastUpdateTimestamp: profile?.updatedAt ?? 0,
+      givenName: profile ? profile.givenName : (account?.profileName ?? null),
+      familyName: profile?.familyName ?? null,
+      about: profile?.about ?? null,
+      aboutEmoji: profile?.aboutEmoji ?? null,
+      hasAvatar: profile?.hasAvatar ?? false,
+      mobileCoinAddress: null,
+    },
+  };
+}
+
+/** This account's own details of a contact (local to it, as in signal-cli); creates the contact. */
+async function updateContact(ctx: LocalContext, p: Params): Promise<Record<string, never>> {
+  const recipient = numbers(p, 'recipient');
+  if (recipient.length !== 1) throw invalidParams('recipient is required (one phone number)');
+  const number = recipient[0]!;
+  const expiration = optInt(p, 'expiration');
+  if (expiration !== undefined && expiration < 0) throw invalidParams('expiration must be 0 or more seconds');
+  const { records, store, me } = ctx;
+  const old = records.contact(me.number, number);
+  const pick = (name: string, was: string | null | undefined) => {
+    const v = optString(p, name);
+    return v === undefined ? (was ?? null) : v === '' ? null : v;
+  };
+  const details = {
+    givenName: pick('givenName', old?.givenName),
+    familyName: pick('familyName', old?.familyName),
+    nickGivenName: pick('nickGivenName', old?.nickGivenName),
+    nickFamilyName: pick('nickFamilyName', old?.nickFamilyName),
+    note: pick('note', old?.note),
+    expiration: expiration ?? old?.expiration ?? null,
+    request: old?.request ?? null,
+  };
+  await store.write(() =>
+    records.transaction(() => {
+      store.addContact(me.number, number);
+      records.setContact(me.number, number, details);
+    }),
+  );
+  return {};
 }
 
 function setBlocked(ctx: LocalContext, p: Params, blocked: boolean): Record<string, never> {
-  const recipients = numbers(p, 'recipient');
-  const groupIds = strings(p, 'groupId');
+  const recipients = numbers(p, 'recipients');
+  const groupIds = strings(p, 'groupIds');
   if (recipients.length === 0 && groupIds.length === 0) throw invalidParams('recipient or groupId is required');
   for (const number of recipients) ctx.store.setBlocked(ctx.me.number, number, blocked);
   for (const groupId of groupIds) {
@@ -73,6 +122,7 @@ function setBlocked(ctx: LocalContext, p: Params, blocked: boolean): Record<stri
 export const contactMethods: LocalMethods = {
   getUserStatus,
   listContacts,
+  updateContact,
   block: (ctx, p) => setBlocked(ctx, p, true),
   unblock: (ctx, p) => setBlocked(ctx, p, false),
 };

@@ -1,10 +1,16 @@
-/** Groups: updateGroup (create, rename, members, admins) and listGroups. */
+/**
+ * Groups: updateGroup (create, rename, members, admins, invite link, permissions, timer),
+ * joinGroup (by invite link), quitGroup and listGroups.
+ */
 import { randomBytes } from 'node:crypto';
 import type { DataMessage, GroupInfo, RecipientAddress } from '@vigil/shared-types';
-import { userError } from '../errors.js';
-import { numbers, optString, type Params } from '../params.js';
+import { invalidParams, userError } from '../errors.js';
+import { numbers, optBool, optInt, optString, type Params, reqString, strings } from '../params.js';
 import type { LocalContext, LocalMethods } from './methods.js';
+import type { GroupSettings } from './records.js';
 import type { GroupRow } from './store.js';
+
+const LINK_PREFIX = 'https://signal.group/#';
 
 /** The group, when this account is a member of it; else -1 as signal-cli. */
 export function memberGroup(ctx: LocalContext, groupId: string): GroupRow {
@@ -21,8 +27,40 @@ function registered(ctx: LocalContext, list: readonly string[], role: string): v
   if (missing.length > 0) throw userError(`Cannot add ${role}: not registered: ${missing.join(', ')}`);
 }
 
+function permission(p: Params, name: string): string | undefined {
+  const v = optString(p, name);
+  if (v === undefined) return undefined;
+  const norm = v.replace(/[-_]/g, '').toLowerCase();
+  if (norm === 'everymember') return 'EVERY_MEMBER';
+  if (norm === 'onlyadmins') return 'ONLY_ADMINS';
+  throw invalidParams(`${name} must be every-member or only-admins`);
+}
+
+function linkState(p: Params): 'ENABLED' | 'DISABLED' | undefined {
+  const v = optString(p, 'link');
+  if (v === undefined) return undefined;
+  const norm = v.replace(/[-_]/g, '').toLowerCase();
+  if (norm === 'enabled') return 'ENABLED';
+  if (norm === 'disabled') return 'DISABLED';
+  if (norm === 'enabledwithapproval')
+    throw invalidParams('link enabled-with-approval is not supported by the local network');
+  throw invalidParams('link must be enabled or disabled');
+}
+
+/** Tells the members (and those just removed) of a change, as a group update message. */
+async function announce(ctx: LocalContext, id: string, timestamp: number, alsoTo: readonly string[] = []) {
+  const group = ctx.store.group(id)!;
+  const others = ctx.store
+    .members(id)
+    .filter((m) => m.number !== ctx.me.number)
+    .map((m) => m.number);
+  const info = { groupId: id, groupName: group.name, revision: group.revision, type: 'UPDATE' };
+  const dataMessage: DataMessage = { timestamp, message: null, expiresInSeconds: 0, viewOnce: false, groupInfo: info };
+  return ctx.post([...others, ...alsoTo], ctx.envelope(timestamp, { dataMessage }));
+}
+
 async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: string; timestamp: number }> {
-  const { store, me } = ctx;
+  const { store, me, records } = ctx;
   const groupId = optString(p, 'groupId');
   const name = optString(p, 'name');
   const description = optString(p, 'description');
@@ -30,68 +68,154 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
   const remove = numbers(p, 'removeMembers');
   const admins = numbers(p, 'admins');
   const removeAdmins = numbers(p, 'removeAdmins');
-  registered(ctx, add, 'members');
-  const timestamp = ctx.nextTimestamp();
-  let id: string;
-  if (groupId === undefined) {
-    id = randomBytes(32).toString('base64');
-    store.createGroup(id, name ?? '', description ?? null, me.number, add);
-  } else {
-    const group = memberGroup(ctx, groupId);
-    const members = new Set(store.members(groupId).map((m) => m.number));
-    const notMembers = [...admins, ...removeAdmins].filter((n) => !members.has(n) && !add.includes(n));
-    if (notMembers.length > 0) throw userError(`Not members of the group: ${notMembers.join(', ')}`);
-    store.changeGroup(groupId, {
-      name: name ?? group.name,
-      description: description ?? group.description,
-      add,
-      remove,
-      admins,
-      removeAdmins,
-    });
-    id = groupId;
-  }
-  const group = store.group(id)!;
-  const others = store
-    .members(id)
-    .filter((m) => m.number !== me.number)
-    .map((m) => m.number);
-  // Members (and those just removed) learn of the change as a group update message.
-  const info = { groupId: id, groupName: group.name, revision: group.revision, type: 'UPDATE' };
-  const dataMessage: DataMessage = {
-    timestamp,
-    message: null,
-    expiresInSeconds: 0,
-    viewOnce: false,
-    groupInfo: info,
+  const expiration = optInt(p, 'expiration');
+  if (expiration !== undefined && expiration < 0) throw invalidParams('expiration must be 0 or more seconds');
+  const link = linkState(p);
+  const resetLink = optBool(p, 'resetLink');
+  const perms = {
+    addMember: permission(p, 'setPermissionAddMember'),
+    editDetails: permission(p, 'setPermissionEditDetails'),
+    sendMessages: permission(p, 'setPermissionSendMessages'),
   };
-  await ctx.post([...others, ...remove], ctx.envelope(timestamp, { dataMessage }));
+  registered(ctx, add, 'members');
+  const before = groupId === undefined ? undefined : memberGroup(ctx, groupId);
+  const old = groupId === undefined ? records.settings('') : records.settings(groupId);
+  if (before && groupId) {
+    const members = store.members(groupId);
+    const admin = members.some((m) => m.number === me.number && m.admin);
+    const set = new Set(members.map((m) => m.number));
+    const notMembers = [...admins, ...removeAdmins].filter((n) => !set.has(n) && !add.includes(n));
+    if (notMembers.length > 0) throw userError(`Not members of the group: ${notMembers.join(', ')}`);
+    const needsAdmin = [
+      remove.length > 0 && 'removeMember',
+      admins.length > 0 && 'admin',
+      removeAdmins.length > 0 && 'removeAdmin',
+      link !== undefined && 'link',
+      resetLink && 'resetLink',
+      perms.addMember && 'setPermissionAddMember',
+      perms.editDetails && 'setPermissionEditDetails',
+      perms.sendMessages && 'setPermissionSendMessages',
+      add.length > 0 && old.addMember === 'ONLY_ADMINS' && 'member',
+      (name !== undefined || description !== undefined || expiration !== undefined) &&
+        old.editDetails === 'ONLY_ADMINS' &&
+        'name, description or expiration',
+    ].filter(Boolean);
+    if (!admin && needsAdmin.length > 0) throw userError(`Only group admins may change ${needsAdmin.join(', ')}`);
+  }
+  const state = link ?? old.linkState;
+  const settings: GroupSettings = {
+    linkState: state,
+    linkPassword:
+      resetLink || (state === 'ENABLED' && !old.linkPassword)
+        ? randomBytes(16).toString('base64url')
+        : old.linkPassword,
+    addMember: perms.addMember ?? old.addMember,
+    editDetails: perms.editDetails ?? old.editDetails,
+    sendMessages: perms.sendMessages ?? old.sendMessages,
+    expiration: expiration ?? old.expiration,
+  };
+  const timestamp = ctx.nextTimestamp();
+  const id = groupId ?? randomBytes(32).toString('base64');
+  await store.write(() =>
+    records.transaction(() => {
+      if (!before) store.createGroup(id, name ?? '', description ?? null, me.number, add);
+      else {
+        store.changeGroup(id, {
+          name: name ?? before.name,
+          description: description ?? before.description,
+          add,
+          remove,
+          admins,
+          removeAdmins,
+        });
+      }
+      records.setSettings(id, settings);
+    }),
+  );
+  await announce(ctx, id, timestamp, remove);
   return { groupId: id, timestamp };
 }
 
-function listGroups(ctx: LocalContext): GroupInfo[] {
-  const { store, me } = ctx;
-  const address = (m: { number: string; uuid: string }): RecipientAddress => ({ number: m.number, uuid: m.uuid });
-  return store.groupsOf(me.number).map((g) => {
-    const members = store.members(g.id);
-    return {
-      id: g.id,
-      name: g.name,
-      description: g.description,
-      isMember: true,
-      isBlocked: store.isGroupBlocked(me.number, g.id),
-      messageExpirationTime: 0,
-      members: members.map(address),
-      pendingMembers: [],
-      requestingMembers: [],
-      admins: members.filter((m) => m.admin).map(address),
-      banned: [],
-      permissionAddMember: 'EVERY_MEMBER',
-      permissionEditDetails: 'EVERY_MEMBER',
-      permissionSendMessage: 'EVERY_MEMBER',
-      groupInviteLink: null,
-    };
-  });
+async function joinGroup(ctx: LocalContext, p: Params): Promise<{ groupId: string; timestamp: number }> {
+  const uri = reqString(p, 'uri');
+  if (!uri.startsWith(LINK_PREFIX)) throw invalidParams(`uri must be a group invite link (${LINK_PREFIX}…)`);
+  const id = ctx.records.groupByLink(uri.slice(LINK_PREFIX.length));
+  if (!id) throw userError('Group link is not valid (unknown, reset or disabled)');
+  const group = ctx.store.group(id)!;
+  const timestamp = ctx.nextTimestamp();
+  if (!ctx.store.members(id).some((m) => m.number === ctx.me.number)) {
+    await ctx.store.write(() =>
+      ctx.records.transaction(() => {
+        const change = { name: group.name, description: group.description, remove: [], admins: [], removeAdmins: [] };
+        ctx.store.changeGroup(id, { ...change, add: [ctx.me.number] });
+        ctx.records.forgetGroup(ctx.me.number, id);
+      }),
+    );
+    await announce(ctx, id, timestamp);
+  }
+  return { groupId: id, timestamp };
 }
 
-export const groupMethods: LocalMethods = { updateGroup, listGroups };
+/** Leaves a group (telling the members); `forget` drops it from this account's list too. */
+export async function quitGroupOf(ctx: LocalContext, groupId: string, forget: boolean) {
+  const { store, records, me } = ctx;
+  const group = store.group(groupId);
+  if (!group) throw userError(`Invalid group id: ${groupId}`);
+  const member = store.members(groupId).some((m) => m.number === me.number);
+  if (!member && !records.groupsLeft(me.number).includes(groupId)) {
+    throw userError(`You are not a member of group ${groupId}`);
+  }
+  const timestamp = ctx.nextTimestamp();
+  await store.write(() =>
+    records.transaction(() => {
+      if (member) {
+        const change = { name: group.name, description: group.description, add: [], admins: [], removeAdmins: [] };
+        store.changeGroup(groupId, { ...change, remove: [me.number] });
+      }
+      if (forget) records.forgetGroup(me.number, groupId);
+      else records.leaveGroup(me.number, groupId);
+    }),
+  );
+  const results = member ? await announce(ctx, groupId, timestamp) : [];
+  return { timestamp, results };
+}
+
+function quitGroup(ctx: LocalContext, p: Params) {
+  return quitGroupOf(ctx, reqString(p, 'groupId'), optBool(p, 'delete'));
+}
+
+function listGroups(ctx: LocalContext, p: Params): GroupInfo[] {
+  const { store, me, records } = ctx;
+  const wanted = strings(p, 'groupIds');
+  const address = (m: { number: string; uuid: string }): RecipientAddress => ({ number: m.number, uuid: m.uuid });
+  const left = records
+    .groupsLeft(me.number)
+    .map((id) => store.group(id))
+    .filter((g): g is GroupRow => g !== undefined);
+  return [...store.groupsOf(me.number), ...left]
+    .filter((g) => wanted.length === 0 || wanted.includes(g.id))
+    .map((g) => {
+      const members = store.members(g.id);
+      const isMember = members.some((m) => m.number === me.number);
+      const s = records.settings(g.id);
+      return {
+        id: g.id,
+        name: g.name,
+        description: g.description,
+        isMember,
+        isBlocked: store.isGroupBlocked(me.number, g.id),
+        messageExpirationTime: s.expiration,
+        members: members.map(address),
+        pendingMembers: [],
+        requestingMembers: [],
+        admins: members.filter((m) => m.admin).map(address),
+        banned: [],
+        permissionAddMember: s.addMember,
+        permissionEditDetails: s.editDetails,
+        permissionSendMessage: s.sendMessages,
+        groupInviteLink: isMember && s.linkState === 'ENABLED' && s.linkPassword ? LINK_PREFIX + s.linkPassword : null,
+      };
+    });
+}
+
+export const groupMethods: LocalMethods = { updateGroup, joinGroup, quitGroup, listGroups };

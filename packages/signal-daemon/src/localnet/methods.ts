@@ -6,11 +6,31 @@
  */
 import type { Envelope, SendResultEntry } from '@vigil/shared-types';
 import type { Params } from '../params.js';
+import type { Records } from './records.js';
 import type { AccountRow, NetworkStore } from './store.js';
+
+/** What an envelope from this account may carry besides its head. */
+export type EnvelopeBody = Pick<
+  Envelope,
+  'dataMessage' | 'receiptMessage' | 'typingMessage' | 'editMessage' | 'syncMessage'
+>;
+
+export interface PostOptions {
+  /** Index the message as sent (what reactions, remote deletes and edits may point at). */
+  readonly record?: { readonly groupId: string | null };
+  /** More writes that commit in the same transaction as the delivery. */
+  readonly alsoInTransaction?: () => void;
+}
 
 /** What a method works with: the network file, this account, sending, and waiting for a change. */
 export interface LocalContext {
   readonly store: NetworkStore;
+  /** Profiles, contact details, identities, sent messages, group settings (records.ts). */
+  readonly records: Records;
+  /** This daemon's data directory (received attachments live in `attachments/`). */
+  readonly dataDir: string;
+  /** This account's public identity key. */
+  readonly identityKey: string;
   /** The account this daemon serves. */
   readonly me: AccountRow;
   /** Bounded wait of finishLink for a primary; a link URI older than twice this has expired. */
@@ -21,9 +41,14 @@ export interface LocalContext {
   /** Message timestamps are message ids: strictly increasing per account. */
   nextTimestamp(): number;
   /** An envelope from this account. */
-  envelope(timestamp: number, body: Pick<Envelope, 'dataMessage' | 'receiptMessage'>): Envelope;
-  /** Posts one envelope to each recipient; per-recipient results as signal-cli gives them. */
-  post(recipients: readonly string[], envelope: Envelope): Promise<SendResultEntry[]>;
+  envelope(timestamp: number, body: EnvelopeBody): Envelope;
+  /** The name others see for an account: its profile's, else the one it registered with. */
+  displayName(number: string): string | null;
+  /**
+   * Posts one envelope to each recipient, in one transaction; per-recipient results as signal-cli
+   * gives them (UNREGISTERED_FAILURE, IDENTITY_FAILURE for a changed identity not yet trusted).
+   */
+  post(recipients: readonly string[], envelope: Envelope, options?: PostOptions): Promise<SendResultEntry[]>;
   /** Resolves when the network file changed, when the daemon closes, or after `ms`. */
   waitForChange(ms: number): Promise<void>;
 }

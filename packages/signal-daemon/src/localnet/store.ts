@@ -52,6 +52,7 @@ export class NetworkStore {
       mail: db.prepare('SELECT id, envelope FROM mailbox WHERE recipient = ? ORDER BY id LIMIT ?'),
       deleteMailUpTo: db.prepare('DELETE FROM mailbox WHERE recipient = ? AND id <= ?'),
       contact: db.prepare('INSERT OR IGNORE INTO contacts (owner, number) VALUES (?, ?)'),
+      removeContact: db.prepare('DELETE FROM contacts WHERE owner = ? AND number = ?'),
       setBlocked: db.prepare(
         'INSERT INTO contacts (owner, number, blocked) VALUES (?, ?, ?) ' +
           'ON CONFLICT (owner, number) DO UPDATE SET blocked = excluded.blocked',
@@ -121,8 +122,12 @@ export class NetworkStore {
    * committed; while another process holds the write lock it waits off the event loop (see
    * write), and posts commit in the order they were made.
    */
-  post(sender: string, deliveries: readonly { recipient: string; envelope: Envelope }[]): Promise<void> {
-    if (deliveries.length === 0) return Promise.resolve();
+  post(
+    sender: string,
+    deliveries: readonly { recipient: string; envelope: Envelope }[],
+    alsoInTransaction?: () => void,
+  ): Promise<void> {
+    if (deliveries.length === 0 && !alsoInTransaction) return Promise.resolve();
     const envelopes = deliveries.map((d) => JSON.stringify(d.envelope));
     return this.write(() => {
       const now = Date.now();
@@ -132,6 +137,7 @@ export class NetworkStore {
             this.s.post.run(d.recipient, envelopes[i], now);
             if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
           });
+          alsoInTransaction?.();
         })
         .immediate();
     });
@@ -161,6 +167,10 @@ export class NetworkStore {
 
   addContact(owner: string, number: string): void {
     if (owner !== number) this.s.contact.run(owner, number);
+  }
+
+  removeContact(owner: string, number: string): void {
+    this.s.removeContact.run(owner, number);
   }
 
   setBlocked(owner: string, number: string, blocked: boolean): void {
@@ -260,8 +270,30 @@ export class NetworkStore {
     }[];
   }
 
+  private staged: AttachmentRow[] | null = null;
+
+  /** Stores an attachment, or stages it while `stageAttachments` runs. */
   putAttachment(a: AttachmentRow): void {
-    this.s.insertAttachment.run(a.id, a.contentType, a.filename, a.data, Date.now());
+    if (this.staged) this.staged.push(a);
+    else this.s.insertAttachment.run(a.id, a.contentType, a.filename, a.data, Date.now());
+  }
+
+  /**
+   * Runs `fn` with attachments staged instead of stored: they are written with `storeAttachments`
+   * in the transaction of the message that carries them, so a failed send stores none of them.
+   */
+  stageAttachments<T>(fn: () => T): { result: T; staged: AttachmentRow[] } {
+    const staged: AttachmentRow[] = [];
+    this.staged = staged;
+    try {
+      return { result: fn(), staged };
+    } finally {
+      this.staged = null;
+    }
+  }
+
+  storeAttachments(rows: readonly AttachmentRow[]): void {
+    for (const a of rows) this.s.insertAttachment.run(a.id, a.contentType, a.filename, a.data, Date.now());
   }
 
   attachment(id: string): AttachmentRow | undefined {
