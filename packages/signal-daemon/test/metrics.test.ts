@@ -112,46 +112,27 @@ describe('the metrics listener', () => {
   });
 
   it('the binary: --metrics listens where told, and nothing listens without it', async () => {
+    /** Runs a daemon process of its own account with `extra` flags, then stops it. */
+    const withDaemon = async (n: string, extra: string[], check: (output: string) => Promise<void>) => {
+      const d = await spawnDaemon([
+        ...['--account', `+1555000000${n}`, '--http', '127.0.0.1:0', '--tcp', 'off', ...extra],
+        ...['--localnet', `${tmp.dir}/localnet.sqlite`, '--data-dir', `${tmp.dir}/${n}`],
+      ]);
+      try {
+        await check(d.output());
+      } finally {
+        d.child.kill('SIGTERM');
+        await exited(d.child);
+      }
+    };
     const port = await freePort();
-    const d = await spawnDaemon([
-      '--account',
-      '+15550000003',
-      '--http',
-      '127.0.0.1:0',
-      '--tcp',
-      'off',
-      '--metrics',
-      `127.0.0.1:${port}`,
-      '--localnet',
-      `${tmp.dir}/localnet.sqlite`,
-      '--data-dir',
-      `${tmp.dir}/c`,
-    ]);
-    try {
-      expect(d.output()).toContain(`"metrics":"127.0.0.1:${port}"`);
+    await withDaemon('3', ['--metrics', `127.0.0.1:${port}`], async (output) => {
+      expect(output).toContain(`"metrics":"127.0.0.1:${port}"`);
       expect(metricValue(await scrape({ host: '127.0.0.1', port }), 'vigil_daemon_backend_up')).toBe(1);
-    } finally {
-      d.child.kill('SIGTERM');
-      await exited(d.child);
-    }
-    const plain = await spawnDaemon([
-      '--account',
-      '+15550000004',
-      '--http',
-      '127.0.0.1:0',
-      '--tcp',
-      'off',
-      '--localnet',
-      `${tmp.dir}/localnet.sqlite`,
-      '--data-dir',
-      `${tmp.dir}/d`,
-    ]);
-    try {
-      expect(plain.output()).toContain('"metrics":"off"');
-    } finally {
-      plain.child.kill('SIGTERM');
-      await exited(plain.child);
-    }
+    });
+    await withDaemon('4', [], async (output) => {
+      expect(output).toContain('"metrics":"off"');
+    });
     const refused = await spawnDaemon([
       '--account',
       '+15550000005',
