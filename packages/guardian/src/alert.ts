@@ -16,7 +16,10 @@ export interface AlertOutcome {
 
 let nextId = 1;
 
-export async function sendAlert(alert: AlertConfig, message: string): Promise<AlertOutcome> {
+/** The alert configuration of a message through the daemon (both keys given). */
+export type MessageAlertConfig = AlertConfig & Required<Pick<AlertConfig, 'rpc' | 'recipient'>>;
+
+export async function sendAlert(alert: MessageAlertConfig, message: string): Promise<AlertOutcome> {
   const url = `http://${formatHostPort(alert.rpc)}${DAEMON_PATHS.rpc}`;
   const to = alert.recipient.join(', ');
   const agent = new Agent({ keepAlive: false });

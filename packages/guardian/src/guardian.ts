@@ -4,20 +4,17 @@
  * (service manager, lock file, alerts), writes the events and keeps the state file.
  */
 import { appendFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { dirname } from 'node:path';
-import { findFatalPattern, isSuccessLogLine, jsonLogLine } from '@vigil/shared-types';
+import { exitCodeFor, findFatalPattern, isSuccessLogLine, jsonLogLine } from '@vigil/shared-types';
 import {
   ensureDir,
   fileExists,
   RC_NOT_FOUND,
-  readTextOrNull,
   removeFile,
   runCommand,
   runServiceAction,
   writeFileAtomic,
 } from '@vigil/shared-types/node';
-import { sendAlert } from './alert.js';
 import type { BackendConfig, GuardianConfig } from './config.js';
 import { NotConfiguredError, StateFileError } from './errors.js';
 import { checkIntegrity, type IntegrityResult } from './integrity.js';
@@ -28,39 +25,25 @@ import {
   decide,
   type FatalFinding,
   type GuardianEvent,
-  INITIAL_STATE,
   type MachineConfig,
-  type MachineState,
   machineConfigOf,
   type Observation,
   type Target,
 } from './machine.js';
+import { alertCounter, MetricsWriter } from './metrics.js';
+import { Notifier } from './notify.js';
 import { Prober } from './probe.js';
 import { freshState, StateFile, type StateFileData } from './state-file.js';
 import { alertingFromEvents, clearForeignLock, moveAside } from './state-recovery.js';
+import { type StatusReport, statusReport } from './status.js';
+
+export type { StatusReport };
 
 export interface GuardianOptions {
   /** Where event lines go when the configuration has no logFile (default: stdout). */
   readonly out?: (line: string) => void;
   /** The environment of service commands (default: this process's). */
   readonly env?: NodeJS.ProcessEnv;
-}
-
-export interface StatusReport {
-  readonly mode: Target;
-  readonly agent: string;
-  readonly alerting: MachineState['alerting'];
-  readonly consecutive: number;
-  readonly restarts: readonly number[];
-  readonly causes: Readonly<Record<string, number>>;
-  readonly lastProbeAt: number | null;
-  readonly lastOkAt: number | null;
-  readonly lastSuccessSeenAt: number | null;
-  readonly binaryMissing: boolean;
-  readonly lock: unknown;
-  readonly stateFile: string;
-  readonly lockFile: string;
-  readonly updatedAt: number | null;
 }
 
 const nowS = () => Date.now() / 1000;
@@ -74,6 +57,12 @@ export class Guardian {
   private readonly env: NodeJS.ProcessEnv;
   private readonly state: StateFile;
   private logDirMade = false;
+  private readonly metrics: MetricsWriter;
+  private readonly notifier: Notifier;
+  /** Counts of what this process did since the state was last saved (merged into the state file). */
+  private counts: Record<string, number> = {};
+  /** The last probe's outcome: the "last check output" of an alert. */
+  private lastProbe: Record<string, unknown> | null = null;
 
   constructor(
     readonly config: GuardianConfig,
@@ -90,6 +79,8 @@ export class Guardian {
     this.out = options.out ?? ((line) => process.stdout.write(`${line}\n`));
     this.env = options.env ?? process.env;
     this.state = new StateFile(config.stateFile);
+    this.metrics = new MetricsWriter(config);
+    this.notifier = new Notifier(config);
   }
 
   close(): void {
@@ -100,7 +91,18 @@ export class Guardian {
 
   /** One tick: observe, decide, act. Returns the exit code when the guardian must stop (2), else null. */
   async tick(signal?: AbortSignal): Promise<number | null> {
-    return this.locked(async (data) => this.drive(data, await this.observeTick(data), signal));
+    await this.notifier.ping('start');
+    let code = 0;
+    try {
+      const exit = await this.locked(async (data) => this.drive(data, await this.observeTick(data), signal));
+      code = exit ?? 0;
+      return exit;
+    } catch (err) {
+      code = exitCodeFor(err);
+      throw err;
+    } finally {
+      await this.notifier.ping(code);
+    }
   }
 
   /** The operator's swap-back to the primary. */
@@ -152,35 +154,7 @@ export class Guardian {
 
   /** The state as the files say (no lock needed: they are written atomically). */
   status(): StatusReport {
-    const data = this.state.peek();
-    const m = data?.machine ?? INITIAL_STATE;
-    const lockText = readTextOrNull(this.config.lockFile);
-    let lock: unknown = null;
-    if (lockText !== null) {
-      try {
-        lock = JSON.parse(lockText);
-      } catch {
-        lock = lockText.trim();
-      }
-    }
-    const mode: Target = lockText !== null ? 'fallback' : 'primary';
-    const now = nowS();
-    return {
-      mode,
-      agent: mode === 'fallback' ? (this.config.fallback?.agent ?? 'fallback') : this.config.primary.agent,
-      alerting: m.alerting,
-      consecutive: m.consecutive,
-      restarts: m.restarts.filter((t) => now - t < this.config.restartWindowS),
-      causes: Object.fromEntries(Object.entries(m.causes).filter(([, t]) => now - t < this.config.circuitWindowS)),
-      lastProbeAt: m.lastProbeAt,
-      lastOkAt: m.lastOkAt,
-      lastSuccessSeenAt: data?.lastSuccessAt ?? null,
-      binaryMissing: m.binaryMissing,
-      lock,
-      stateFile: this.config.stateFile,
-      lockFile: this.config.lockFile,
-      updatedAt: data?.updatedAt ?? null,
-    };
+    return statusReport(this.config, this.state.peek());
   }
 
   // ---- the loop of decisions and actions ----------------------------------------------------
@@ -196,7 +170,10 @@ export class Guardian {
       try {
         return await fn(data);
       } finally {
+        for (const [k, n] of Object.entries(this.counts)) data.counters[k] = (data.counters[k] ?? 0) + n;
+        this.counts = {};
         this.state.save(data);
+        this.metrics.write(data, fileExists(this.config.lockFile));
       }
     } finally {
       release();
@@ -265,6 +242,8 @@ export class Guardian {
       case 'probe': {
         const backend = this.backend(action.target);
         const r = await this.prober.probe(action.probe, backend, signal);
+        const { ok, ms, cause, snippet } = r;
+        this.lastProbe = { probe: action.probe, target: action.target, ok, ms, cause, snippet, at: r.endedAt };
         // A successful completion of ours leaves one success line in the backend's access log;
         // remember when, so that it is not taken for a client's.
         if (r.ok && (action.probe === 'chat' || action.probe === 'canary')) {
@@ -319,12 +298,19 @@ export class Guardian {
         data.lastSuccessAt = null;
         return null;
       case 'alert': {
-        if (!c.alert) return null;
-        const r = await sendAlert(c.alert, `[vigil guardian on ${hostname()}] ${action.message}`);
-        this.writeEvents(
-          [{ event: r.ok ? 'alert_sent' : 'alert_failed', level: r.ok ? 'info' : 'warn', detail: r.detail }],
-          nowS(),
-        );
+        const sent = await this.notifier.alert({
+          event: action.event,
+          message: action.message,
+          output: this.lastProbe,
+        });
+        for (const r of sent) this.count(alertCounter(r.channel, r.ok));
+        const level = (ok: boolean) => (ok ? 'info' : 'warn');
+        const events = sent.map((r) => ({
+          event: r.ok ? 'alert_sent' : 'alert_failed',
+          level: level(r.ok),
+          detail: r.detail,
+        }));
+        this.writeEvents(events as GuardianEvent[], nowS());
         return null;
       }
     }
@@ -404,8 +390,13 @@ export class Guardian {
 
   // ---- writing --------------------------------------------------------------------------------
 
+  private count(key: string): void {
+    this.counts[key] = (this.counts[key] ?? 0) + 1;
+  }
+
   private writeEvents(events: readonly GuardianEvent[], ts: number): void {
     if (events.length === 0) return;
+    for (const e of events) this.count(e.event);
     const lines = events.map((e) => {
       const { event, level, ...fields } = e;
       return jsonLogLine(ts, { level, event, ...fields });

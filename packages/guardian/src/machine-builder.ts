@@ -76,7 +76,7 @@ export class Builder {
   alert(reason: AlertingReason, detail: string, alertMessage: string): void {
     this.s.alerting = { reason, since: this.now, detail, announced: false };
     this.s.plan = [];
-    this.actions.push({ type: 'alert', message: alertMessage });
+    this.actions.push({ type: 'alert', event: reason, message: alertMessage });
     this.exit = 2;
   }
 

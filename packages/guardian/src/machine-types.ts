@@ -203,7 +203,7 @@ export type Action =
   | { readonly type: 'await_serving'; readonly target: Target; readonly graceS: number }
   /** Move the primary log's read position to its end: what it said before a restore is history. */
   | { readonly type: 'skip_primary_log' }
-  | { readonly type: 'alert'; readonly message: string };
+  | { readonly type: 'alert'; readonly event: string; readonly message: string };
 
 export type EventName = GuardianEventName | GuardianExtraEventName;
 

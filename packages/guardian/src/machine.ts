@@ -256,6 +256,7 @@ function onServing(b: Builder, o: Extract<Observation, { type: 'serving' }>): vo
       : '';
   b.actions.push({
     type: 'alert',
+    event: 'fallback_activated',
     message:
       `fallback activated: ${c.agents.primary} stopped, ${b.agent('fallback')} started and serving` +
       (s.failedCommands > 0 ? ` (${s.failedCommands} service command(s) failed)` : '') +
@@ -272,7 +273,8 @@ function onIntegrity(b: Builder, o: Extract<Observation, { type: 'integrity' }>)
     b.emit('integrity_ok', { detail: o.detail });
   } else if (o.result === 'missing') {
     b.emit('binary_missing');
-    if (!s.binaryMissing) b.actions.push({ type: 'alert', message: `binary missing: ${o.detail}` });
+    if (!s.binaryMissing)
+      b.actions.push({ type: 'alert', event: 'binary_missing', message: `binary missing: ${o.detail}` });
     s.binaryMissing = true;
     if (b.cause('binary_missing')) return;
   } else {

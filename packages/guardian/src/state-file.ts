@@ -27,6 +27,8 @@ export interface StateFileData {
   ownProbes: [number, number, Target][];
   /** The latest success seen in either access log that was not a probe of ours. */
   lastSuccessAt: number | null;
+  /** Counts for the metrics file: events by name, `alert:<channel>:<outcome>`. */
+  counters: Record<string, number>;
   /** Unix seconds. */
   updatedAt: number;
 }
@@ -95,6 +97,8 @@ const stateSchema = z.object({
     .catch([])
     .transform((a) => a.filter((p) => p !== null)),
   lastSuccessAt: z.number().nullable().catch(null),
+  // Counters only feed the metrics file: a damaged entry starts again from 0, it is no reason to reset.
+  counters: z.record(z.string(), z.number().min(0)).catch({}).default({}),
   updatedAt: z.number().catch(() => nowS()),
 });
 
@@ -105,6 +109,7 @@ export function freshState(): StateFileData {
     logs: {},
     ownProbes: [],
     lastSuccessAt: null,
+    counters: {},
     updatedAt: nowS(),
   };
 }

@@ -74,7 +74,7 @@ describe('configuration', () => {
     ).toThrow(
       new Error(
         'invalid configuration: primary.htp: unknown key (known: agent, http, mtls, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
-          'alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, startGraceS, busyCheckS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, primary, fallback, alert); ' +
+          'alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, startGraceS, busyCheckS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, metricsFile, ping, pingTimeoutS, primary, fallback, alert); ' +
           'intervalS: expected a number, got "60"; maxRestarts: expected an integer, got 2.5; ' +
           'primary.model: missing; primary.service.unit: required for systemd',
       ),
@@ -94,7 +94,7 @@ describe('configuration', () => {
     ],
     [{ primary: { ...minimal.primary, manifest: 'm.json' } }, 'primary.manifest: needs primary.binary'],
     [{ alert: { rpc: '127.0.0.1:8080', recipient: [] } }, 'alert.recipient: must not be empty'],
-    [{ alert: { recipient: ['+15550000002'] } }, 'alert.rpc: missing'],
+    [{ alert: { recipient: ['+15550000002'] } }, 'alert.rpc: required with alert.recipient'],
     [
       { fallback: { agent: 'com.vigil.inference', service: { kind: 'launchd', label: 'x' } } },
       'fallback.agent: must differ from the primary agent',

@@ -31,6 +31,7 @@ describe('parseState', () => {
       version: 1,
       machine: { ...INITIAL_STATE, consecutive: 1, restarts: [5] },
       logs: {},
+      counters: {},
       ownProbes: [],
       lastSuccessAt: null,
       updatedAt: 7,

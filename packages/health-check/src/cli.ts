@@ -1,18 +1,35 @@
-import { HealthExit } from '@vigil/shared-types';
-import { runCli } from '@vigil/shared-types/node';
+import { HealthExit, type HealthReport, NOTIFY_DEFAULTS } from '@vigil/shared-types';
+import { flagParser, runCli } from '@vigil/shared-types/node';
 import { Command, CommanderError, Option } from 'commander';
 import { type HealthConfig, loadConfig } from './config.js';
 import { NotRunError } from './errors.js';
+import { nagiosLine, nagiosUnknown } from './nagios.js';
+import { alertOnReport, type Note, Pinger } from './notify.js';
 import { appendReport, formatReport, runChecks } from './run.js';
 import { VERSION } from './version.js';
 
 const BIN = 'health-check';
 
+/** An http:// or https:// URL (a flag's value). */
+function httpUrl(text: string): string {
+  let url: URL | null = null;
+  try {
+    url = new URL(text);
+  } catch {
+    // said below
+  }
+  if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
+    throw new Error(`expected an http:// or https:// URL, got "${text}"`);
+  return text;
+}
+
 interface Options {
   fix?: boolean;
   json?: boolean;
   quiet?: boolean;
+  nagios?: boolean;
   config?: string;
+  ping?: string;
 }
 
 /**
@@ -24,9 +41,28 @@ function notRun(err: unknown, o: Options): void {
   process.exitCode = HealthExit.UNKNOWN;
 }
 
-/** With --json (and not --quiet), a run that could not run prints `{"error", "exitCode": 3}`. */
+/**
+ * A run that could not run: with --json (and not --quiet) `{"error", "exitCode": 3}` on stdout,
+ * with --nagios the plugin's UNKNOWN line.
+ */
 function printNotRun(message: string, o: Options): void {
-  if (o.json && !o.quiet) process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
+  if (o.quiet) return;
+  // A Nagios runner reads the plugin line, whatever else the command line says.
+  if (o.nagios) process.stdout.write(nagiosUnknown(message));
+  else if (o.json) process.stdout.write(`${JSON.stringify({ error: message, exitCode: HealthExit.UNKNOWN })}\n`);
+}
+
+/** A ping or alert that failed: one line on stderr, unless quiet (the health log has it anyway). */
+function sayFailures(notes: readonly Note[], o: Options): void {
+  if (o.quiet) return;
+  for (const n of notes) if (!n.ok) process.stderr.write(`${BIN}: ${n.what} failed: ${n.detail}\n`);
+}
+
+function print(report: HealthReport, o: Options): void {
+  if (o.quiet) return;
+  if (o.json) process.stdout.write(`${JSON.stringify(report)}\n`);
+  else if (o.nagios) process.stdout.write(nagiosLine(report));
+  else process.stdout.write(formatReport(report, process.stdout.isTTY === true));
 }
 
 async function main(o: Options): Promise<void> {
@@ -34,23 +70,41 @@ async function main(o: Options): Promise<void> {
   try {
     config = loadConfig(o.config);
   } catch (err) {
+    // No configuration to read the ping from: only --ping can say that this run could not run.
+    const pinger = new Pinger(o.ping, NOTIFY_DEFAULTS.pingTimeoutS);
+    await pinger.ping(HealthExit.UNKNOWN);
+    sayFailures(pinger.notes, o);
     printNotRun(NotRunError.of(err).message, o);
     return notRun(err, o);
   }
+  const pinger = new Pinger(o.ping ?? config.ping, config.pingTimeoutS);
+  await pinger.ping('start');
   try {
-    const report = await runChecks(config, { fix: o.fix === true });
-    if (o.json && !o.quiet) process.stdout.write(`${JSON.stringify(report)}\n`);
-    else if (!o.quiet) process.stdout.write(formatReport(report, process.stdout.isTTY === true));
+    const report = await runChecks(config, {
+      fix: o.fix === true,
+      finish: async (r) => {
+        const [alerts] = await Promise.all([
+          alertOnReport(config.alert?.webhook, config.healthLog, r),
+          pinger.ping(r.exitCode),
+        ]);
+        return [...pinger.notes, ...alerts];
+      },
+    });
+    sayFailures((report as { notifications?: Note[] }).notifications ?? [], o);
+    print(report, o);
     process.exitCode = report.exitCode;
   } catch (err) {
     // Could not run at all: say so, and record it in the health log too.
     const message = (err as Error).message;
+    await pinger.ping(HealthExit.UNKNOWN);
+    sayFailures(pinger.notes, o);
     try {
       appendReport(config.healthLog, {
         ts: Date.now() / 1000,
         fix: o.fix === true,
         error: message,
         exitCode: HealthExit.UNKNOWN,
+        ...(pinger.notes.length > 0 ? { notifications: pinger.notes } : {}),
       });
     } catch {
       // the log itself is unwritable: the exit code still says it
@@ -65,9 +119,17 @@ const program = new Command(BIN)
   .version(VERSION, '-V, --version', 'print the version and exit')
   .helpOption('-h, --help', 'print this help and exit')
   .option('--fix', 'repair what a machine can, then check again')
-  .option('--json', 'print one machine-readable JSON report')
-  .option('--quiet', 'print nothing (the health log is written all the same)')
+  .addOption(new Option('--json', 'print one machine-readable JSON report').conflicts(['nagios']))
+  .addOption(
+    new Option('--nagios', 'print one Nagios plugin line: VIGIL OK|WARNING|CRITICAL|UNKNOWN - summary | perfdata'),
+  )
+  .addOption(new Option('--quiet', 'print nothing (the health log is written all the same)').conflicts(['nagios']))
   .addOption(new Option('--config <file>', 'the configuration file (JSON)').env('HEALTH_CHECK_CONFIG'))
+  .addOption(
+    new Option('--ping <url>', "a dead-man's switch: URL/start when the run starts, then URL or URL/<exit code>")
+      .env('HEALTH_CHECK_PING')
+      .argParser(flagParser(httpUrl)),
+  )
   .exitOverride()
   .action(main);
 
@@ -84,6 +146,7 @@ await runCli(BIN, async () => {
         printNotRun(err.message.replace(/^error: /, ''), {
           json: args.includes('--json'),
           quiet: args.includes('--quiet'),
+          nagios: args.includes('--nagios'),
         });
     } else throw NotRunError.of(err);
   }

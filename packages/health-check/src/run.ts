@@ -17,8 +17,15 @@ export async function takeLock(file: string): Promise<() => void> {
   }
 }
 
-/** Runs every check in order, repairs with `fix`, appends the report to the health log. */
-export async function runChecks(config: HealthConfig, opts: { fix: boolean }): Promise<HealthReport> {
+/**
+ * Runs every check in order, repairs with `fix`, appends the report to the health log. `finish`
+ * (pings, alerts) runs under the lock once the report is known; what it returns is added to the
+ * report (`notifications`) when not empty.
+ */
+export async function runChecks(
+  config: HealthConfig,
+  opts: { fix: boolean; finish?: (report: HealthReport) => Promise<readonly unknown[]> },
+): Promise<HealthReport> {
   const t0 = Date.now();
   const deadline = t0 + config.timeouts.runMs;
   const release = await takeLock(config.lockFile);
@@ -27,13 +34,15 @@ export async function runChecks(config: HealthConfig, opts: { fix: boolean }): P
     for (const check of CHECKS) {
       results.push(await runCheck(check, { config, fix: opts.fix, now: Date.now(), deadline }));
     }
-    const report: HealthReport = {
+    let report: HealthReport = {
       ts: t0 / 1000,
       fix: opts.fix,
       checks: results,
       durationMs: Date.now() - t0,
       exitCode: healthExitCode(results.map((r) => r.status)),
     };
+    const notes = (await opts.finish?.(report)) ?? [];
+    if (notes.length > 0) report = { ...report, notifications: notes } as HealthReport;
     appendReport(config.healthLog, report);
     return report;
   } finally {

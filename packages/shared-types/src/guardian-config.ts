@@ -10,6 +10,7 @@
 import { addressSchema, serviceManagerSchema, strictObject, z } from './config.js';
 import { GUARDIAN_DEFAULTS } from './guardian.js';
 import { formatHostPort, INFERENCE_HTTP } from './net.js';
+import { httpUrlSchema, NOTIFY_DEFAULTS, webhookSchema } from './notify.js';
 import type { ServiceManagerConfig } from './service.js';
 
 /** Defaults of the guardian's keys that are not limits of spec 8 (those are GUARDIAN_DEFAULTS). */
@@ -108,13 +109,26 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     accessLog: path().optional(),
   });
 
+  /**
+   * Alerts: a message through the messaging daemon (`rpc` and `recipient`), a JSON POST to a
+   * webhook that does not need the daemon (`webhook`), or both.
+   */
   const alert = strictObject({
     /** The messaging daemon's HTTP listener (JSON-RPC at /api/v1/rpc). */
-    rpc: addressSchema,
-    recipient: z.array(text()).min(1, 'must not be empty'),
+    rpc: addressSchema.optional(),
+    recipient: z.array(text()).min(1, 'must not be empty').optional(),
     /** The sending account, for a daemon serving several (signal-cli's multi-account mode). */
     account: text().optional(),
     timeoutS: positive(GUARDIAN_CONFIG_DEFAULTS.alertTimeoutS),
+    webhook: webhookSchema.optional(),
+  }).superRefine((a, ctx) => {
+    if (a.rpc && !a.recipient)
+      ctx.addIssue({ code: 'custom', path: ['recipient'], message: 'required with alert.rpc' });
+    if (a.recipient && !a.rpc)
+      ctx.addIssue({ code: 'custom', path: ['rpc'], message: 'required with alert.recipient' });
+    if (!a.rpc && !a.recipient && !a.webhook) {
+      ctx.addIssue({ code: 'custom', message: 'set rpc and recipient (a message), webhook, or both' });
+    }
   });
 
   const D = GUARDIAN_DEFAULTS;
@@ -144,6 +158,11 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     lockFile: path().prefault(E.lockFile),
     /** The event log; absent: standard output. */
     logFile: path().optional(),
+    /** A Prometheus textfile (node_exporter's textfile collector), rewritten atomically every tick. */
+    metricsFile: path().optional(),
+    /** A dead-man's-switch URL: `URL/start` when a tick starts, then `URL` (exit 0) or `URL/<code>`. */
+    ping: httpUrlSchema.optional(),
+    pingTimeoutS: positive(NOTIFY_DEFAULTS.pingTimeoutS),
     primary,
     fallback: fallback.optional(),
     alert: alert.optional(),

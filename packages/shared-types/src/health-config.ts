@@ -6,6 +6,7 @@
  */
 import { addressSchema, serviceManagerSchema, strictObject, z } from './config.js';
 import { DAEMON_HTTP, FLOW_GATEWAY, formatHostPort, RETIRED_PORTS } from './net.js';
+import { httpUrlSchema, NOTIFY_DEFAULTS, webhookSchema } from './notify.js';
 
 /** The health log's name in the state directory. */
 export const HEALTH_LOG_NAME = 'health.log';
@@ -86,6 +87,11 @@ export function healthConfigSchema(stateDir: string) {
     outbound: outboundSchema.prefault({}),
     healthLog: z.string().default(`${stateDir.replace(/\/+$/, '')}/${HEALTH_LOG_NAME}`),
     lockFile: z.string().optional(),
+    /** A dead-man's-switch URL: `URL/start` when a run starts, then `URL` (exit 0) or `URL/<code>`. */
+    ping: httpUrlSchema.optional(),
+    pingTimeoutS: z.number().min(0.001).default(NOTIFY_DEFAULTS.pingTimeoutS),
+    /** A webhook alert on exit 2, once per episode (and `resolved` when it ends). */
+    alert: strictObject({ webhook: webhookSchema }).optional(),
     /** checkMs: each probe; fixMs: each repair; runMs: all repairs of a run together. */
     timeouts: strictObject({
       checkMs: z.number().int().min(1).default(3000),

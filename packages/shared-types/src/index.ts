@@ -12,5 +12,7 @@ export * from './log.js';
 export * from './manifest.js';
 export * from './messaging.js';
 export * from './net.js';
+export * from './notify.js';
 export * from './process.js';
+export * from './prometheus.js';
 export * from './service.js';

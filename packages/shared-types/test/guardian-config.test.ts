@@ -85,7 +85,10 @@ describe('guardianConfigSchema', () => {
     ).toEqual(['fallback.agent: must differ from the primary agent']);
     expect(
       problems({ ...minimal, fallback: { service: { kind: 'command', start: ['x'], stop: [] } }, alert: {} }),
-    ).toEqual(['fallback.service.stop: must not be empty', 'alert.rpc: missing', 'alert.recipient: missing']);
+    ).toEqual([
+      'fallback.service.stop: must not be empty',
+      'alert: set rpc and recipient (a message), webhook, or both',
+    ]);
     expect(problems({ primary: { ...minimal.primary, standalone: [] } })).toEqual([
       'primary.standalone: must not be empty',
     ]);

@@ -9,6 +9,7 @@ describe('healthConfigSchema', () => {
       daemon: { http: { host: '127.0.0.1', port: 8080 }, program: 'signal-daemon', processMatch: [] },
       retiredPorts: [18081, 18082],
       outbound: { maxAgeHours: 24 },
+      pingTimeoutS: 10,
       healthLog: '/state/vigil/health.log',
       lockFile: '/state/vigil/health-check.lock',
       timeouts: { checkMs: 3000, fixMs: 15000, runMs: 30000 },
@@ -49,7 +50,7 @@ describe('healthConfigSchema', () => {
     }
     expect(error).toBeInstanceOf(ConfigValidationError);
     expect((error as ConfigValidationError).problems).toEqual([
-      'deamon: unknown key (known: daemon, relay, retiredPorts, gateway, flowConfig, outbound, healthLog, lockFile, timeouts)',
+      'deamon: unknown key (known: daemon, relay, retiredPorts, gateway, flowConfig, outbound, healthLog, lockFile, ping, pingTimeoutS, alert, timeouts)',
       expect.stringMatching(/^daemon\.http: /),
       'daemon.processMatch[0]: must not be empty',
       'relay.link: missing',

@@ -52,6 +52,7 @@ const program = new Command(BIN)
   .addOption(
     opt('--tcp <addr>', 'TCP listener HOST:PORT, or off').argParser(listenAddr).default(DEFAULTS.tcp, '127.0.0.1:7583'),
   )
+  .addOption(opt('--metrics <addr>', 'Prometheus metrics listener HOST:PORT (default: off)').argParser(listenAddr))
   .addOption(opt('--data-dir <dir>', 'per-account state (default: $XDG_DATA_HOME/vigil/signal-daemon/ACCOUNT)'))
   .addOption(opt('--localnet <file>', 'the local network file (default: $XDG_DATA_HOME/vigil/localnet.sqlite)'))
   .addOption(
@@ -102,6 +103,7 @@ const program = new Command(BIN)
       backend: o.backend,
       http: o.http,
       tcp: o.tcp,
+      metrics: o.metrics ?? null,
       dataDir: o.dataDir,
       localnet: o.localnet,
       receiveMode: o.receiveMode,

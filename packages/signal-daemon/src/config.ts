@@ -22,6 +22,8 @@ export interface DaemonConfig {
   readonly http: HostPort | null;
   /** null: no TCP listener. */
   readonly tcp: HostPort | null;
+  /** The Prometheus metrics listener; null (the default): none. */
+  readonly metrics: HostPort | null;
   /** Per-account state: received attachments (and, with signal-cli, the inbox). */
   readonly dataDir: string;
   /** The local network's SQLite file, shared by every daemon of this user. */
@@ -112,6 +114,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     backend: DEFAULTS.backend,
     http: DEFAULTS.http,
     tcp: DEFAULTS.tcp,
+    metrics: null,
     dataDir: join(home, 'signal-daemon', options.account),
     localnet: join(home, 'localnet.sqlite'),
     receiveMode: DEFAULTS.receiveMode,
@@ -137,6 +140,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   for (const [name, addr] of [
     ['http', config.http],
     ['tcp', config.tcp],
+    ['metrics', config.metrics],
   ] as const) {
     if (addr && !config.allowNonLoopback && !isLoopbackHost(addr.host)) {
       throw new ConfigError(

@@ -14,6 +14,7 @@ import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.j
 import { ConfigError, invalidParams, RpcFailure } from './errors.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
+import { DaemonMetrics, metricsServer } from './metrics.js';
 import { asParams, optInt } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
@@ -31,6 +32,7 @@ export interface DaemonHandle {
   /** The bound addresses (the real port when 0 was asked for), null for a listener that is off. */
   readonly http: HostPort | null;
   readonly tcp: HostPort | null;
+  readonly metrics: HostPort | null;
   readonly inbox: Inbox;
   readonly backend: Backend;
   status(): DaemonStatus;
@@ -89,8 +91,16 @@ export async function start(
   box.prune();
   let lastInboundMessageAt: number | null = null;
   let lastOutboundSendAt: number | null = null;
-  box.on('appended', () => {
+  const metrics = new DaemonMetrics();
+  let counted = box.head;
+  box.on('appended', (head) => {
     lastInboundMessageAt = Date.now();
+    metrics.received += Math.max(0, head - counted);
+    counted = head;
+  });
+  box.on('replay', (missed) => {
+    metrics.replays += 1;
+    metrics.replayBacklog += missed;
   });
   const pruner = setInterval(() => {
     try {
@@ -140,6 +150,7 @@ export async function start(
     const delivered = results.filter((x) => x.type === 'SUCCESS').length;
     if (results.length > 0 && delivered === 0) return;
     lastOutboundSendAt = Date.now();
+    metrics.sent.inc([method]);
     logger.info(SEND_SUCCEEDED_LOG, { method, timestamp: r?.timestamp, recipients: results.length, delivered });
   };
 
@@ -161,7 +172,7 @@ export async function start(
         keepaliveMs: options.sseKeepaliveMs,
         inbox: box,
         dispatcher,
-        invoke: invokeFor(null),
+        invoke: metrics.count(invokeFor(null), 'http'),
         serving: () => backend.state() === 'serving',
         status,
         logger,
@@ -174,20 +185,26 @@ export async function start(
         receiveMode: config.receiveMode,
         inbox: box,
         dispatcher,
-        invoke: (conn) => invokeFor(conn),
+        invoke: (conn) => metrics.count(invokeFor(conn), 'tcp'),
         logger,
       })
     : null;
 
+  const gauges = () => ({ status: status(), inboxSize: box.size, inboxHead: box.head });
+  const metricsSrv = config.metrics ? metricsServer(config.metrics.host, () => metrics.render(gauges()), logger) : null;
+
   let httpAddr: HostPort | null = null;
   let tcpAddr: HostPort | null = null;
+  let metricsAddr: HostPort | null = null;
   try {
     if (http && config.http) httpAddr = await listen(http.server, config.http, 'HTTP');
     if (tcp && config.tcp) tcpAddr = await listen(tcp.server, config.tcp, 'TCP');
+    if (metricsSrv && config.metrics) metricsAddr = await listen(metricsSrv, config.metrics, 'metrics');
   } catch (err) {
     clearInterval(pruner);
     if (http) await closeServer(http.server);
     if (tcp) await closeServer(tcp.server);
+    if (metricsSrv) await closeServer(metricsSrv);
     await backend.close();
     throw err;
   }
@@ -197,6 +214,7 @@ export async function start(
     backend: backend.kind,
     http: httpAddr ? formatHostPort(httpAddr) : 'off',
     tcp: tcpAddr ? formatHostPort(tcpAddr) : 'off',
+    metrics: metricsAddr ? formatHostPort(metricsAddr) : 'off',
     receiveMode: config.receiveMode,
     ...(config.backend === 'local' ? { localnet: config.localnet } : { signalCli: config.signalCli.program }),
     dataDir: config.dataDir,
@@ -210,6 +228,10 @@ export async function start(
       clearInterval(pruner);
       // Stop accepting; connections already open stay until their calls are done.
       const closed = [http && closeServer(http.server), tcp && closeServer(tcp.server)];
+      if (metricsSrv) {
+        closed.push(closeServer(metricsSrv));
+        metricsSrv.closeAllConnections();
+      }
       await dispatcher.drain(config.shutdownGraceMs);
       http?.closeStreams();
       tcp?.closeConnections();
@@ -221,5 +243,5 @@ export async function start(
     return closing;
   };
 
-  return { config, http: httpAddr, tcp: tcpAddr, inbox: box, backend, status, close };
+  return { config, http: httpAddr, tcp: tcpAddr, metrics: metricsAddr, inbox: box, backend, status, close };
 }

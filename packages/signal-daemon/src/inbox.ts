@@ -28,7 +28,7 @@ const RING_SIZE = 4096;
  * back with an id from an inbox that has since been deleted gets everything retained rather than
  * nothing.
  */
-export class Inbox extends EventEmitter<{ appended: [head: number] }> {
+export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [missed: number] }> {
   readonly epoch: string;
   private headSeq: number;
   private ring: InboxEvent[] = [];
@@ -133,8 +133,10 @@ export class Inbox extends EventEmitter<{ appended: [head: number] }> {
     if (lastEventId === undefined || lastEventId.trim() === '') return this.headSeq;
     const m = /^(?:([0-9a-f]+)\.)?(\d{1,15})$/.exec(lastEventId.trim());
     if (!m) return this.headSeq;
-    if (m[1] !== undefined && m[1] !== this.epoch) return 0;
-    return Math.min(Number(m[2]), this.headSeq);
+    const cursor = m[1] !== undefined && m[1] !== this.epoch ? 0 : Math.min(Number(m[2]), this.headSeq);
+    // A reader that comes back having missed messages (counted by the metrics).
+    if (cursor < this.headSeq) this.emit('replay', this.headSeq - cursor);
+    return cursor;
   }
 
   /** Drops events older than the retention period and beyond the retained count. */

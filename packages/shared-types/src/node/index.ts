@@ -6,6 +6,7 @@ export * from './cli.js';
 export * from './command.js';
 export * from './flags.js';
 export * from './fs.js';
+export * from './http-client.js';
 export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
