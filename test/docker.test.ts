@@ -464,6 +464,7 @@ describe("vigil every (the health check's schedule)", () => {
   it('runs the command at once and then every interval, and stops cleanly on SIGTERM', async () => {
     const out = join(scratch, 'every.out');
     writeFileSync(out, '');
+    const t0 = Date.now();
     const child = spawn(
       process.execPath,
       [
@@ -473,16 +474,21 @@ describe("vigil every (the health check's schedule)", () => {
         '--',
         process.execPath,
         '-e',
-        `require('fs').appendFileSync(${JSON.stringify(out)}, 'x')`,
+        `require('fs').appendFileSync(${JSON.stringify(out)}, Date.now() + '\\n')`,
       ],
       { stdio: 'ignore' },
     );
-    await new Promise((r) => setTimeout(r, 1000));
+    // Wait for three runs (however slow the machine), then stop it.
+    const starts = () => readFileSync(out, 'utf8').split('\n').filter(Boolean).map(Number);
+    for (const end = Date.now() + 20_000; starts().length < 3 && Date.now() < end; ) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(starts().length).toBeGreaterThanOrEqual(3);
+    const elapsed = Date.now() - t0;
     child.kill('SIGTERM');
     expect(await exited(child)).toEqual({ code: 0, signal: null });
-    const runs = readFileSync(out, 'utf8').length;
-    expect(runs).toBeGreaterThanOrEqual(3);
-    expect(runs).toBeLessThanOrEqual(7);
+    // Never more often than the interval (start to start): at most one run per 0.2 s, plus the first.
+    expect(starts().length).toBeLessThanOrEqual(Math.floor(elapsed / 200) + 1);
     const bad = spawnSync(process.execPath, [VIGIL, 'every', 'soon'], { encoding: 'utf8' });
     expect(bad.status).toBe(78);
     const notANumber = spawnSync(process.execPath, [VIGIL, 'every', 'soon', '--', 'true'], { encoding: 'utf8' });
