@@ -99,10 +99,32 @@ export class MethodFilter {
     return { parts, rest: chunk.subarray(last + 1) };
   }
 
-  /** `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). */
+  /**
+   * `namesAbsent`: the line is known to hold no refused name in quotes (see noRefusedName). A lone
+   * `\r` inside ends a line for the target (as Java's readLine, and so signal-cli and the daemon,
+   * read lines): each of the lines it separates is judged, and the whole is refused if one is.
+   */
   judge(line: Uint8Array, namesAbsent = false): Verdict {
     const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line.buffer, line.byteOffset, line.byteLength);
     if (bytes.indexOf(ESCAPE_U) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
+    const cr = bytes.indexOf(CR);
+    if (cr >= 0) {
+      const first = this.judgeOne(bytes.subarray(0, cr));
+      const rest = this.judge(bytes.subarray(cr + 1 < bytes.length && bytes[cr + 1] === LF ? cr + 2 : cr + 1));
+      if (first.forward && rest.forward) return FORWARD;
+      const replies = [first, rest].flatMap((v) => (v.forward || v.reply === undefined ? [] : [v.reply].flat()));
+      const refused = [first, rest].flatMap((v) => (v.forward ? [] : v.refused));
+      return {
+        forward: false,
+        reply: replies.length === 0 ? undefined : replies.length === 1 ? replies[0] : replies,
+        refused,
+      };
+    }
+    return this.judgeOne(bytes);
+  }
+
+  private judgeOne(bytes: Buffer): Verdict {
+    if (bytes.indexOf(ESCAPE_U) < 0 && this.noRefusedName(bytes)) return FORWARD;
     // The daemon answers invalid UTF-8 itself (checked first: a failed decode throws, which is slow).
     if (!isUtf8(bytes)) return FORWARD;
     const text = decodeLine(bytes);

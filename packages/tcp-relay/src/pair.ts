@@ -15,6 +15,7 @@ export type PairConfig = Pick<RelayConfig, 'target' | 'connectTimeoutMs' | 'idle
 
 const LF = Buffer.from('\n');
 const CRLF = Buffer.from('\r\n');
+const CR = Buffer.from('\r');
 
 /** A side that closed lets the other flush its writes for at most this long before it is cut. */
 const LINGER_MS = 5000;
@@ -189,7 +190,7 @@ export class Pair {
         frame.bytes.byteOffset + frame.bytes.byteLength <= chunk.byteOffset + chunk.byteLength;
       if (this.passes(this.filter!.judge(frame.bytes, inside))) {
         out.push(frame.bytes);
-        if (terminated) out.push(frame.crlf ? CRLF : LF);
+        if (terminated) out.push(frame.end === 'crlf' ? CRLF : frame.end === 'cr' ? CR : LF);
       }
     }
   }
