@@ -11,10 +11,10 @@ import { closeServer, createServiceLogger, ensureDir, listen } from '@vigil/shar
 import winston from 'winston';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
-import { ConfigError, invalidParams, RpcFailure } from './errors.js';
+import { ConfigError, RpcFailure, userError } from './errors.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
-import { asParams, optInt } from './params.js';
+import { optInt, resolveParams } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { openDatabase } from './sqlite.js';
@@ -115,9 +115,12 @@ export async function start(
           return conn.subscribe();
         case 'unsubscribeReceive': {
           if (!conn) break;
-          const id = optInt(asParams(params), 'subscription');
-          if (id === undefined) throw invalidParams('subscription is required');
-          if (!conn.unsubscribe(id)) throw invalidParams(`unknown subscription ${id}`);
+          // As signal-cli: the id as {"subscription":ID} or [ID]; missing or unknown is a user error (-1).
+          const id = Array.isArray(params)
+            ? optInt({ subscription: params[0] }, 'subscription')
+            : optInt(resolveParams(method, params), 'subscription');
+          if (id === undefined) throw userError('Missing subscription parameter with subscription id');
+          if (!conn.unsubscribe(id)) throw userError('Unknown subscription id');
           return {};
         }
         default:

@@ -5,7 +5,7 @@ import { ensureDir, writeFileAtomic } from '@vigil/shared-types/node';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
-import { asParams } from '../params.js';
+import { resolveParams } from '../params.js';
 import { accountMethods } from './account.js';
 import { contactMethods } from './contacts.js';
 import { groupMethods } from './groups.js';
@@ -95,10 +95,10 @@ export class LocalBackend implements Backend {
   }
 
   async call(method: string, raw: unknown): Promise<unknown> {
-    const p = asParams(raw);
     const fn = METHODS.get(method);
     if (!fn) throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
-    return fn(this.context, p);
+    // Every parameter resolved once, as signal-cli resolves them, before the method sees it.
+    return fn(this.context, resolveParams(method, raw));
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DataMessage, GroupInfo, RecipientAddress } from '@vigil/shared-types';
 import { userError } from '../errors.js';
-import { numbers, optString, type Params } from '../params.js';
+import { numbers, optString, type Params, strings } from '../params.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 import type { GroupRow } from './store.js';
 
@@ -26,10 +26,10 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
   const groupId = optString(p, 'groupId');
   const name = optString(p, 'name');
   const description = optString(p, 'description');
-  const add = numbers(p, 'members');
-  const remove = numbers(p, 'removeMembers');
-  const admins = numbers(p, 'admins');
-  const removeAdmins = numbers(p, 'removeAdmins');
+  const add = numbers(p, 'member');
+  const remove = numbers(p, 'removeMember');
+  const admins = numbers(p, 'admin');
+  const removeAdmins = numbers(p, 'removeAdmin');
   registered(ctx, add, 'members');
   const timestamp = ctx.nextTimestamp();
   let id: string;
@@ -69,10 +69,12 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
   return { groupId: id, timestamp };
 }
 
-function listGroups(ctx: LocalContext): GroupInfo[] {
+function listGroups(ctx: LocalContext, p: Params): GroupInfo[] {
   const { store, me } = ctx;
   const address = (m: { number: string; uuid: string }): RecipientAddress => ({ number: m.number, uuid: m.uuid });
-  return store.groupsOf(me.number).map((g) => {
+  const only = strings(p, 'groupId');
+  const groups = store.groupsOf(me.number).filter((g) => only.length === 0 || only.includes(g.id));
+  return groups.map((g) => {
     const members = store.members(g.id);
     return {
       id: g.id,
