@@ -51,7 +51,7 @@ export function resolveParams(method: string, params: unknown, table = METHOD_PA
     const other = found.find((n) => JSON.stringify(given[n]) !== JSON.stringify(value));
     if (other !== undefined) throw invalidParams(`${key} and ${other} are the same parameter: give one of them`);
     const resolved = spec.list ? (Array.isArray(value) ? value : [value]) : value;
-    if (spec.list) (resolved as unknown[]).forEach((v) => check(key, spec, v, true));
+    if (spec.list) for (const v of resolved as unknown[]) check(key, spec, v, true);
     else check(key, spec, resolved, false);
     if (spec.refused && isSet(resolved)) throw invalidParams(`${key} is not supported: ${spec.refused}`);
     out[name] = resolved;

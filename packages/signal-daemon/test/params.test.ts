@@ -3,9 +3,6 @@
  * types, conflicts and refusals; applied before every method of the embedded network, checked here
  * against two real daemons on one network; the signal-cli backend forwards params verbatim.
  */
-import { chmodSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { accountMethods } from '../src/localnet/account.js';
 import { contactMethods } from '../src/localnet/contacts.js';
