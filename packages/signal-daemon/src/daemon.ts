@@ -51,6 +51,7 @@ export async function start(
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
   const retention = { hours: config.retentionHours, messages: config.retentionMessages };
+  const hold = { enabled: config.hold, hours: config.holdHours, messages: config.holdMessages };
   let inbox: Inbox | undefined;
   let backend: Backend;
   try {
@@ -65,12 +66,12 @@ export async function start(
         logger,
         // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
         inbox: (db) => {
-          inbox = new Inbox(db, config.account, retention);
+          inbox = new Inbox(db, config.account, retention, hold);
           return inbox;
         },
       });
     } else {
-      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention);
+      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention, hold);
       backend = new SignalCliBackend({
         ...config.signalCli,
         account: config.account,
@@ -218,6 +219,7 @@ export async function start(
       tcp?.closeConnections();
       http?.server.closeAllConnections();
       await Promise.all(closed);
+      box.close();
       await backend.close();
       logger.info('stopped', { account: config.account, unfinishedCalls: dispatcher.inFlight });
     })();
