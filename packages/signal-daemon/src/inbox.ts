@@ -31,7 +31,7 @@ export const DEFAULT_HOLD: Hold = { enabled: true, hours: 24 * 7, messages: 10_0
 const RING_SIZE = 4096;
 /** The delivered mark is written to the database at most this often while consumers read. */
 const MARK_WRITE_MS = 250;
-/** What is written to a consumer counts as given once it has stayed connected this long (a probe does not take them). */
+/** A consumer gone within this time, with nobody else connected, is a probe: what it was written is held again. */
 export const HOLD_GRACE_MS = 1000;
 
 /**
@@ -103,7 +103,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number] }> {
       pruneAge: db.prepare('DELETE FROM inbox WHERE account = ? AND received_at < ?'),
       pruneCount: db.prepare('DELETE FROM inbox WHERE account = ? AND seq <= ?'),
       count: db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck(),
-      setDelivered: db.prepare('UPDATE inbox_head SET delivered = MAX(delivered, ?) WHERE account = ?'),
+      setDelivered: db.prepare('UPDATE inbox_head SET delivered = ? WHERE account = ?'),
       firstSince: db
         .prepare('SELECT seq FROM inbox WHERE account = ? AND seq > ? AND received_at >= ? ORDER BY seq LIMIT 1')
         .pluck(),
@@ -143,7 +143,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number] }> {
   flushMark(): void {
     if (this.markTimer) clearTimeout(this.markTimer);
     this.markTimer = null;
-    if (this.closed || this.markWritten >= this.deliveredSeq) return;
+    if (this.closed || this.markWritten === this.deliveredSeq) return;
     try {
       this.stmts.setDelivered.run(this.deliveredSeq, this.account);
       this.markWritten = this.deliveredSeq;
@@ -163,8 +163,15 @@ export class Inbox extends EventEmitter<{ appended: [head: number] }> {
   /** A consumer (an SSE stream, a TCP connection receiving notifications); `close` when it goes. */
   consumer(): HoldConsumer {
     this.consumers++;
+    const markAtStart = this.deliveredSeq;
+    const openedAt = Date.now();
     return new HoldConsumer(this, () => {
       this.consumers--;
+      // A probe (gone within the grace, nobody else connected) takes nothing away: what it was
+      // written is held again for the next consumer.
+      if (this.consumers === 0 && Date.now() - openedAt < HOLD_GRACE_MS && this.deliveredSeq > markAtStart) {
+        this.deliveredSeq = markAtStart;
+      }
       if (this.consumers === 0) this.flushMark();
     });
   }
@@ -253,38 +260,23 @@ export class Inbox extends EventEmitter<{ appended: [head: number] }> {
   }
 }
 
-/**
- * One consumer's part in held messages: what it writes counts as given once it has stayed
- * connected HOLD_GRACE_MS, so a probe that connects and leaves at once takes nothing away.
- */
+/** One consumer's part in held messages: it tells the inbox what it was written. */
 export class HoldConsumer {
-  private written = 0;
-  private counted = false;
   private closed = false;
-  private readonly timer: NodeJS.Timeout;
 
   constructor(
     private readonly inbox: Inbox,
     private readonly onClose: () => void,
-  ) {
-    this.timer = setTimeout(() => {
-      this.counted = true;
-      if (this.written > 0) inbox.markDelivered(this.written);
-    }, HOLD_GRACE_MS);
-    this.timer.unref();
-  }
+  ) {}
 
   /** Everything up to `seq` was written to this consumer. */
   wrote(seq: number): void {
-    if (seq <= this.written) return;
-    this.written = seq;
-    if (this.counted) this.inbox.markDelivered(seq);
+    this.inbox.markDelivered(seq);
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.timer);
     this.onClose();
   }
 }

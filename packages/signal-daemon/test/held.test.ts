@@ -62,7 +62,7 @@ describe('held messages, with real processes', () => {
       await until('the stream is open', async () => (await consumers(a.http!)).sse === 1);
       for (const m of ['m1', 'm2', 'm3']) await send(m);
       await until('m1..m3 streamed', () => first.got.length === 3);
-      await sleep(1200); // past the grace: what it was given counts as given
+      await sleep(1200); // past the grace: it is no probe, what it was given counts as given
       first.es.close();
       await until('the stream is gone', async () => (await consumers(a.http!)).sse === 0);
 
@@ -132,7 +132,7 @@ describe('held messages, bounds and switch', () => {
   it('gives at most --hold-messages of the newest; none with --hold off (the stream starts at the present)', async () => {
     const tmp = tmpDir();
     const b = await startDaemon(tmp.dir, B);
-    const bounded = await startDaemon(tmp.dir, A, { holdMessages: 2 });
+    const bounded = await startDaemon(tmp.dir, A, { hold: true, holdMessages: 2 });
     try {
       for (const m of ['h1', 'h2', 'h3']) await rpc(b.http!, 'send', { recipient: A, message: m });
       await until('stored', () => bounded.inbox.head === 3);
