@@ -1,9 +1,12 @@
 /**
  * Newline-delimited framing, shared by the daemon's TCP transport, the relay's method filter and
  * the health check. Bytes arrive in chunks split anywhere (also inside a multi-byte UTF-8
- * character: framing works on bytes and a newline byte never occurs inside one); lines end in
- * `\n` or `\r\n`; a line longer than the limit is reported once, as soon as it is over, and its
- * bytes are dropped up to the next newline, so the buffer never holds more than the limit.
+ * character: framing works on bytes and a CR or LF byte never occurs inside one). A line ends as
+ * Java's `BufferedReader.readLine` ends it (signal-cli reads its TCP lines so): at `\n`, at `\r`,
+ * or at `\r\n`, which is one line end, also when the `\r` ends one chunk and the `\n` starts
+ * the next. A line is reported as soon as its end is seen (a lone `\r` is not held back waiting
+ * for a possible `\n`). A line longer than the limit is reported once, as soon as it is over, and
+ * its bytes are dropped up to the next line end, so the buffer never holds more than the limit.
  *
  * `frameChunk` is a pure function of its arguments (no I/O, no globals). For speed the state is
  * threaded linearly: pass the state it returns to the next call and never reuse an older one.
@@ -16,7 +19,7 @@ const CR = 0x0d;
 export const DEFAULT_MAX_LINE_BYTES = 1024 * 1024;
 
 export interface FramerOptions {
-  /** Longest line content accepted, in bytes, excluding the `\n` or `\r\n` terminator. */
+  /** Longest line content accepted, in bytes, excluding the `\n`, `\r` or `\r\n` terminator. */
   readonly maxLineBytes: number;
 }
 
@@ -24,13 +27,18 @@ export interface FramerState {
   /** Bytes of the current, still incomplete line (only the first `pendingBytes` are used). */
   readonly pending: Uint8Array;
   readonly pendingBytes: number;
-  /** The current line went over the limit: drop bytes up to the next newline. */
+  /** The current line went over the limit: drop bytes up to the next line end. */
   readonly discarding: boolean;
+  /** The previous chunk ended in `\r`: a `\n` at the start of the next one belongs to that line end. */
+  readonly skipLf?: boolean;
 }
+
+/** How a line ended: `\n`, `\r\n`, or a lone `\r` (also a `\r` whose `\n` came in the next chunk). */
+export type LineEnd = 'lf' | 'crlf' | 'cr';
 
 export type Frame =
   /** A complete line, without its terminator. `crlf` tells whether it ended in `\r\n`. */
-  | { readonly kind: 'line'; readonly bytes: Uint8Array; readonly crlf: boolean }
+  | { readonly kind: 'line'; readonly bytes: Uint8Array; readonly crlf: boolean; readonly end: LineEnd }
   /** A line longer than `maxLineBytes`; reported once per line, its bytes dropped. */
   | { readonly kind: 'oversize'; readonly limit: number };
 
@@ -42,7 +50,7 @@ export interface FrameResult {
 const EMPTY = new Uint8Array(0);
 
 export function initialFramerState(): FramerState {
-  return { pending: EMPTY, pendingBytes: 0, discarding: false };
+  return { pending: EMPTY, pendingBytes: 0, discarding: false, skipLf: false };
 }
 
 /** Appends `part` to the pending bytes, growing the buffer by doubling (at most to `cap`). */
@@ -59,76 +67,86 @@ function append(pending: Uint8Array, used: number, part: Uint8Array, cap: number
   return buf;
 }
 
-/** Content length of pending bytes: a trailing CR may still be the start of `\r\n`. */
-function pendingContent(buf: Uint8Array, used: number): number {
-  return used > 0 && buf[used - 1] === CR ? used - 1 : used;
-}
-
 /** Frames one chunk. */
 export function frameChunk(state: FramerState, chunk: Uint8Array, options: FramerOptions): FrameResult {
   const max = options.maxLineBytes;
   const frames: Frame[] = [];
   let { pending, pendingBytes, discarding } = state;
+  let skipLf = state.skipLf === true;
   let start = 0;
+  if (skipLf && chunk.length > 0) {
+    if (chunk[0] === LF) start = 1;
+    skipLf = false;
+  }
+  // The next LF and CR at or after `start`, each searched for again only once passed: linear.
+  let lf = chunk.indexOf(LF, start);
+  let cr = chunk.indexOf(CR, start);
   for (;;) {
-    const nl = chunk.indexOf(LF, start);
-    if (nl < 0) {
+    if (lf >= 0 && lf < start) lf = chunk.indexOf(LF, start);
+    if (cr >= 0 && cr < start) cr = chunk.indexOf(CR, start);
+    const at = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+    if (at < 0) {
       const rest = chunk.subarray(start);
       if (!discarding && rest.length > 0) {
-        // The pending bytes never exceed max + 1 (content plus a possible CR), so the buffer
-        // is bounded whatever the sender does.
-        if (pendingBytes + rest.length > max + 1) {
+        // The pending bytes never exceed max, so the buffer is bounded whatever the sender does.
+        if (pendingBytes + rest.length > max) {
           frames.push({ kind: 'oversize', limit: max });
           discarding = true;
           pendingBytes = 0;
         } else {
-          pending = append(pending, pendingBytes, rest, max + 1);
+          pending = append(pending, pendingBytes, rest, max);
           pendingBytes += rest.length;
-          if (pendingContent(pending, pendingBytes) > max) {
-            frames.push({ kind: 'oversize', limit: max });
-            discarding = true;
-            pendingBytes = 0;
-          }
         }
       }
       break;
     }
+    let end: LineEnd = 'lf';
+    let next = at + 1;
+    if (at === cr) {
+      end = 'cr';
+      if (next < chunk.length) {
+        if (chunk[next] === LF) {
+          end = 'crlf';
+          next += 1;
+        }
+      } else {
+        skipLf = true;
+      }
+    }
     if (discarding) {
       discarding = false;
     } else {
-      const part = chunk.subarray(start, nl);
-      let bytes: Uint8Array;
+      const part = chunk.subarray(start, at);
       if (pendingBytes === 0) {
-        bytes = part; // zero-copy: a view of the caller's chunk
-      } else if (pendingBytes + part.length > max + 1) {
-        bytes = EMPTY;
+        // zero-copy: a view of the caller's chunk
+        frames.push(part.length > max ? { kind: 'oversize', limit: max } : line(part, end));
+      } else if (pendingBytes + part.length > max) {
         frames.push({ kind: 'oversize', limit: max });
-        pendingBytes = 0;
-        start = nl + 1;
-        continue;
       } else {
-        pending = append(pending, pendingBytes, part, max + 1);
-        bytes = pending.slice(0, pendingBytes + part.length);
+        pending = append(pending, pendingBytes, part, max);
+        frames.push(line(pending.slice(0, pendingBytes + part.length), end));
       }
-      const crlf = bytes.length > 0 && bytes[bytes.length - 1] === CR;
-      if (crlf) bytes = bytes.subarray(0, bytes.length - 1);
-      frames.push(bytes.length > max ? { kind: 'oversize', limit: max } : { kind: 'line', bytes, crlf });
     }
     pendingBytes = 0;
-    start = nl + 1;
+    start = next;
   }
   // Release a large buffer once it is no longer needed, so an idle connection holds little.
   if (pendingBytes === 0 && pending.length > 4096) pending = EMPTY;
-  return { state: { pending, pendingBytes, discarding }, frames };
+  return { state: { pending, pendingBytes, discarding, skipLf }, frames };
+}
+
+function line(bytes: Uint8Array, end: LineEnd): Frame {
+  return { kind: 'line', bytes, crlf: end === 'crlf', end };
 }
 
 /**
- * At the end of the input: the bytes after the last newline, if any, as a final line (a peer
- * that half-closes after a request without a trailing newline still gets it handled).
+ * At the end of the input: the bytes after the last line end, if any, as a final line (a peer
+ * that half-closes after a request without a trailing newline still gets it handled; its `end`
+ * says `lf`, though none came).
  */
 export function endFrames(state: FramerState): Frame[] {
   if (state.discarding || state.pendingBytes === 0) return [];
-  return [{ kind: 'line', bytes: state.pending.slice(0, state.pendingBytes), crlf: false }];
+  return [{ kind: 'line', bytes: state.pending.slice(0, state.pendingBytes), crlf: false, end: 'lf' }];
 }
 
 /** A stateful convenience around `frameChunk` for one stream. */
@@ -153,9 +171,9 @@ export class LineFramer {
     return this.state.pendingBytes;
   }
 
-  /** At a line boundary: nothing held, not inside an oversize line. */
+  /** At a line boundary: nothing held, not inside an oversize line, no `\n` of a `\r\n` still due. */
   get idle(): boolean {
-    return this.state.pendingBytes === 0 && !this.state.discarding;
+    return this.state.pendingBytes === 0 && !this.state.discarding && this.state.skipLf !== true;
   }
 }
 

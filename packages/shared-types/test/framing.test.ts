@@ -14,33 +14,34 @@ import {
 const LF = 0x0a;
 const CR = 0x0d;
 
-type Simple = { kind: 'line'; text: number[]; crlf: boolean } | { kind: 'oversize' };
+/** `eol` is how the line ended; a `\r\n` split between chunks ends at the `\r`, so both count as `cr`. */
+type Simple = { kind: 'line'; text: number[]; eol: 'lf' | 'cr' } | { kind: 'oversize' };
 
 function simplify(frames: readonly Frame[]): Simple[] {
   return frames.map((f) =>
-    f.kind === 'line' ? { kind: 'line', text: [...f.bytes], crlf: f.crlf } : { kind: 'oversize' },
+    f.kind === 'line' ? { kind: 'line', text: [...f.bytes], eol: f.end === 'lf' ? 'lf' : 'cr' } : { kind: 'oversize' },
   );
 }
 
-/** The reference: split the whole input on LF, one frame per line, as the contract says. */
+/**
+ * The reference, as Java's BufferedReader.readLine splits the whole input: a line ends at `\n`,
+ * at `\r`, or at `\r\n` (one line end); one frame per line; the unterminated tail at the end.
+ */
 function reference(input: Uint8Array, max: number): Simple[] {
   const out: Simple[] = [];
-  let start = 0;
-  for (;;) {
-    const nl = input.indexOf(LF, start);
-    if (nl < 0) {
-      const seg = [...input.subarray(start)];
-      const content = seg.length > 0 && seg[seg.length - 1] === CR ? seg.length - 1 : seg.length;
-      if (content > max) out.push({ kind: 'oversize' });
-      else if (seg.length > 0) out.push({ kind: 'line', text: seg, crlf: false });
-      return out;
-    }
-    let seg = [...input.subarray(start, nl)];
-    const crlf = seg.length > 0 && seg[seg.length - 1] === CR;
-    if (crlf) seg = seg.slice(0, -1);
-    out.push(seg.length > max ? { kind: 'oversize' } : { kind: 'line', text: seg, crlf });
-    start = nl + 1;
+  let seg: number[] = [];
+  const push = (eol: 'lf' | 'cr') =>
+    out.push(seg.length > max ? { kind: 'oversize' } : { kind: 'line', text: seg, eol });
+  for (let i = 0; i < input.length; i++) {
+    const b = input[i]!;
+    if (b === LF || b === CR) {
+      push(b === LF ? 'lf' : 'cr');
+      seg = [];
+      if (b === CR && input[i + 1] === LF) i++;
+    } else seg.push(b);
   }
+  if (seg.length > 0) push('lf');
+  return out;
 }
 
 /** Splits `input` at the given cut points (any order, any duplicates). */
@@ -85,8 +86,8 @@ describe('frameChunk', () => {
         (input, cuts, max) => {
           const { frames, maxBuffered } = frameAll(splitAt(input, cuts), max);
           expect(simplify(frames)).toEqual(reference(input, max));
-          // The buffer is bounded by the limit (content plus a possible trailing CR).
-          expect(maxBuffered).toBeLessThanOrEqual(max + 1);
+          // The buffer is bounded by the limit.
+          expect(maxBuffered).toBeLessThanOrEqual(max);
         },
       ),
       { numRuns: 500 },
@@ -97,7 +98,7 @@ describe('frameChunk', () => {
     const max = 6;
     const line = fc.tuple(
       fc.integer({ min: max - 1, max: max + 2 }),
-      fc.constantFrom('\n', '\r\n'),
+      fc.constantFrom('\n', '\r\n', '\r'),
       fc.constantFrom(0x41, CR),
     );
     fc.assert(
@@ -129,18 +130,18 @@ describe('frameChunk', () => {
   });
 
   it('round-trips arbitrary Unicode lines split inside multi-byte characters', () => {
-    const line = fc.string({ unit: 'grapheme', maxLength: 30 }).filter((s) => !s.includes('\n') && !s.endsWith('\r'));
+    const line = fc.string({ unit: 'grapheme', maxLength: 30 }).filter((s) => !s.includes('\n') && !s.includes('\r'));
     fc.assert(
       fc.property(
         fc.array(line, { maxLength: 20 }),
         fc.array(fc.nat(), { maxLength: 40 }),
-        fc.boolean(),
-        (lines, cuts, crlf) => {
-          const text = lines.map((l) => l + (crlf ? '\r\n' : '\n')).join('');
+        fc.constantFrom('\n', '\r\n', '\r'),
+        (lines, cuts, eol) => {
+          const text = lines.map((l) => l + eol).join('');
           const input = new TextEncoder().encode(text);
           const { frames } = frameAll(splitAt(input, cuts), DEFAULT_MAX_LINE_BYTES);
           expect(frames.map((f) => (f.kind === 'line' ? decodeLine(f.bytes) : null))).toEqual(lines);
-          expect(frames.every((f) => f.kind === 'line' && f.crlf === crlf)).toBe(true);
+          expect(frames.every((f) => f.kind === 'line' && (f.end === 'lf') === (eol === '\n'))).toBe(true);
         },
       ),
     );
@@ -156,7 +157,7 @@ describe('frameChunk', () => {
     expect(framer.push(new Uint8Array(100_000).fill(0x41))).toEqual([]);
     expect(framer.bufferedBytes).toBe(0);
     const frames = framer.push(new TextEncoder().encode('tail\nok\r\n'));
-    expect(simplify(frames)).toEqual([{ kind: 'line', text: [...new TextEncoder().encode('ok')], crlf: true }]);
+    expect(simplify(frames)).toEqual([{ kind: 'line', text: [...new TextEncoder().encode('ok')], eol: 'cr' }]);
   });
 
   it('accepts a line of exactly the limit, with either terminator', () => {
@@ -166,11 +167,30 @@ describe('frameChunk', () => {
   });
 
   it('reports empty lines as empty frames (the daemon answers them)', () => {
-    const frames = new LineFramer().push(new TextEncoder().encode('\n\r\n'));
+    const frames = new LineFramer().push(new TextEncoder().encode('\n\r\n\r'));
     expect(frames).toEqual([
-      { kind: 'line', bytes: new Uint8Array(0), crlf: false },
-      { kind: 'line', bytes: new Uint8Array(0), crlf: true },
+      { kind: 'line', bytes: new Uint8Array(0), crlf: false, end: 'lf' },
+      { kind: 'line', bytes: new Uint8Array(0), crlf: true, end: 'crlf' },
+      { kind: 'line', bytes: new Uint8Array(0), crlf: false, end: 'cr' },
     ]);
+  });
+
+  it('ends a line at a lone CR at once, and takes a CR then LF split between chunks as one line end', () => {
+    const framer = new LineFramer();
+    const text = (frames: Frame[]) =>
+      frames.map((f) => (f.kind === 'line' ? `${decodeLine(f.bytes)}/${f.end}` : f.kind));
+    expect(text(framer.push(new TextEncoder().encode('{"id":1}\r{"id":2}\r')))).toEqual(['{"id":1}/cr', '{"id":2}/cr']);
+    expect(framer.idle).toBe(false); // a \n may still belong to that line end
+    expect(text(framer.push(new TextEncoder().encode('\n{"id":3}\r\n')))).toEqual(['{"id":3}/crlf']);
+    expect(framer.idle).toBe(true);
+    expect(text(framer.push(new TextEncoder().encode('\r')))).toEqual(['/cr']);
+    expect(text(framer.push(new TextEncoder().encode('x\n')))).toEqual(['x/lf']);
+  });
+
+  it('drops an over-long line up to a lone CR too', () => {
+    const framer = new LineFramer({ maxLineBytes: 4 });
+    const frames = framer.push(new TextEncoder().encode('123456\rok\n'));
+    expect(frames.map((f) => (f.kind === 'line' ? decodeLine(f.bytes) : f.kind))).toEqual(['oversize', 'ok']);
   });
 
   it('hands out the unterminated tail only at the end of the input', () => {

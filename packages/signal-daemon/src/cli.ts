@@ -79,6 +79,21 @@ const program = new Command(BIN)
     opt('--retention-messages <n>', 'and at most this many').argParser(intFlag(1)).default(DEFAULTS.retentionMessages),
   )
   .addOption(
+    opt('--hold <on|off>', 'give what arrived while no consumer was connected to the next one that connects')
+      .choices(['on', 'off'])
+      .default('on'),
+  )
+  .addOption(
+    opt('--hold-hours <n>', 'held messages older than this are not given')
+      .argParser(intFlag(0))
+      .default(DEFAULTS.holdHours),
+  )
+  .addOption(
+    opt('--hold-messages <n>', 'at most this many of the newest held messages are given')
+      .argParser(intFlag(1))
+      .default(DEFAULTS.holdMessages),
+  )
+  .addOption(
     opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
       .argParser(intFlag(1))
       .default(DEFAULTS.linkTimeoutMs / 1000),
@@ -112,6 +127,9 @@ const program = new Command(BIN)
       profileName: o.profileName,
       retentionHours: o.retentionHours,
       retentionMessages: o.retentionMessages,
+      hold: o.hold === 'on',
+      holdHours: o.holdHours,
+      holdMessages: o.holdMessages,
       linkTimeoutMs: o.linkTimeout * 1000,
       shutdownGraceMs: o.shutdownGrace * 1000,
       maxConnections: o.maxConnections,

@@ -38,6 +38,12 @@ export interface DaemonConfig {
   readonly retentionHours: number;
   /** ...and at most this many. */
   readonly retentionMessages: number;
+  /** Held messages: what arrived while no consumer was connected goes to the next one (off: it starts at the present). */
+  readonly hold: boolean;
+  /** Held messages older than this are not given... */
+  readonly holdHours: number;
+  /** ...nor more than this many of the newest. */
+  readonly holdMessages: number;
   /** Bounded wait of finishLink for a primary to accept. */
   readonly linkTimeoutMs: number;
   /** On shutdown, in-flight calls get this long to finish. */
@@ -75,6 +81,9 @@ export const DEFAULTS = {
   maxRequestBytes: 8 * 1024 * 1024,
   retentionHours: 24 * 7,
   retentionMessages: 100_000,
+  hold: true,
+  holdHours: 24 * 7,
+  holdMessages: 10_000,
   linkTimeoutMs: 60_000,
   shutdownGraceMs: 5_000,
   maxConnections: 1024,
@@ -123,6 +132,9 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     profileName: options.account,
     retentionHours: DEFAULTS.retentionHours,
     retentionMessages: DEFAULTS.retentionMessages,
+    hold: DEFAULTS.hold,
+    holdHours: DEFAULTS.holdHours,
+    holdMessages: DEFAULTS.holdMessages,
     linkTimeoutMs: DEFAULTS.linkTimeoutMs,
     shutdownGraceMs: DEFAULTS.shutdownGraceMs,
     maxConnections: DEFAULTS.maxConnections,
@@ -152,6 +164,8 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   positive('max-request-bytes', config.maxRequestBytes, 64);
   positive('retention-hours', config.retentionHours, 0);
   positive('retention-messages', config.retentionMessages, 1);
+  positive('hold-hours', config.holdHours, 0);
+  positive('hold-messages', config.holdMessages, 1);
   positive('link-timeout', config.linkTimeoutMs, 1);
   positive('shutdown-grace', config.shutdownGraceMs, 0);
   positive('max-connections', config.maxConnections, 1);

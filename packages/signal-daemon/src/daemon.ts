@@ -11,11 +11,11 @@ import { closeServer, createServiceLogger, ensureDir, listen } from '@vigil/shar
 import winston from 'winston';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
-import { ConfigError, invalidParams, RpcFailure } from './errors.js';
+import { ConfigError, RpcFailure, userError } from './errors.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
-import { asParams, optInt } from './params.js';
+import { optInt, resolveParams } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { openDatabase } from './sqlite.js';
@@ -53,6 +53,7 @@ export async function start(
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
   const retention = { hours: config.retentionHours, messages: config.retentionMessages };
+  const hold = { enabled: config.hold, hours: config.holdHours, messages: config.holdMessages };
   let inbox: Inbox | undefined;
   let backend: Backend;
   try {
@@ -67,12 +68,12 @@ export async function start(
         logger,
         // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
         inbox: (db) => {
-          inbox = new Inbox(db, config.account, retention);
+          inbox = new Inbox(db, config.account, retention, hold);
           return inbox;
         },
       });
     } else {
-      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention);
+      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention, hold);
       backend = new SignalCliBackend({
         ...config.signalCli,
         account: config.account,
@@ -125,9 +126,12 @@ export async function start(
           return conn.subscribe();
         case 'unsubscribeReceive': {
           if (!conn) break;
-          const id = optInt(asParams(params), 'subscription');
-          if (id === undefined) throw invalidParams('subscription is required');
-          if (!conn.unsubscribe(id)) throw invalidParams(`unknown subscription ${id}`);
+          // As signal-cli: the id as {"subscription":ID} or [ID]; missing or unknown is a user error (-1).
+          const id = Array.isArray(params)
+            ? optInt({ subscription: params[0] }, 'subscription')
+            : optInt(resolveParams(method, params), 'subscription');
+          if (id === undefined) throw userError('Missing subscription parameter with subscription id');
+          if (!conn.unsubscribe(id)) throw userError('Unknown subscription id');
           return {};
         }
         default:
@@ -190,7 +194,7 @@ export async function start(
       })
     : null;
 
-  const gauges = () => ({ status: status(), inboxSize: box.size, inboxHead: box.head });
+  const gauges = () => ({ status: status(), inboxSize: box.size, inboxHead: box.head, held: box.held });
   const metricsSrv = config.metrics ? metricsServer(config.metrics.host, () => metrics.render(gauges()), logger) : null;
 
   let httpAddr: HostPort | null = null;
@@ -237,6 +241,7 @@ export async function start(
       tcp?.closeConnections();
       http?.server.closeAllConnections();
       await Promise.all(closed);
+      box.close();
       await backend.close();
       logger.info('stopped', { account: config.account, unfinishedCalls: dispatcher.inFlight });
     })();

@@ -33,6 +33,8 @@ export interface DaemonGauges {
   readonly inboxSize: number;
   /** The sequence number of the newest message in the inbox. */
   readonly inboxHead: number;
+  /** Messages held for a consumer: arrived while none was connected, kept for the next one. */
+  readonly held: number;
 }
 
 const BACKEND_STATES = ['serving', 'starting', 'down'] as const;
@@ -119,6 +121,11 @@ export class DaemonMetrics {
         { value: s.backend.state === 'serving' ? 1 : 0 },
       ]),
       gauge('vigil_daemon_inbox_messages', 'Messages kept in the inbox for replay.', [{ value: g.inboxSize }]),
+      gauge(
+        'vigil_daemon_held_messages',
+        'Messages held for a consumer: arrived while none was connected, waiting for the next one (0 with --hold off).',
+        [{ value: g.held }],
+      ),
       gauge('vigil_daemon_inbox_head', 'Sequence number of the newest message in the inbox.', [{ value: g.inboxHead }]),
       gauge(
         'vigil_daemon_last_inbound_timestamp_seconds',

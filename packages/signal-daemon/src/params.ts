@@ -1,5 +1,6 @@
 import { isPhoneNumber } from '@vigil/shared-types';
 import { invalidParams } from './errors.js';
+import { METHOD_PARAMS, type MethodParams, type ParamSpec } from './methods-params.js';
 
 /** Reading a method's params with signal-cli's names; every problem is a -32602 naming the param. */
 
@@ -11,6 +12,87 @@ export function asParams(params: unknown): Params {
     throw invalidParams('params must be an object');
   }
   return params as Params;
+}
+
+/** `groupId` → `group-id`: the name signal-cli's command line (and its JSON-RPC layer) knows it by. */
+export function dashed(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** The names a parameter is found under, in signal-cli's order: dashed, camelCase, then plural. */
+export function spellings(name: string, spec: ParamSpec): string[] {
+  const names = [name, ...(spec.aliases ?? [])].flatMap((n) => [dashed(n), n]);
+  const all = spec.list ? [...names, ...names.map((n) => `${n}s`)] : names;
+  return [...new Set(all)];
+}
+
+/**
+ * The one parameter resolver of the embedded network, as signal-cli's JSON-RPC layer resolves
+ * params: each documented parameter of the method (methods-params.ts) is taken from its camelCase
+ * or dashed name, a list from its singular or plural name and as one value or an array; its type
+ * is checked; it is put under its camelCase key (a list always as an array). Keys the method does
+ * not document are ignored, as signal-cli ignores them. Every problem is a -32602 naming the
+ * parameter as the client spelled it: a wrong type, one parameter under two spellings with
+ * different values (signal-cli would silently take one), a parameter the embedded network does
+ * not honour. A method without a table entry gets its params as they came.
+ */
+export function resolveParams(method: string, params: unknown, table = METHOD_PARAMS): Params {
+  const given = asParams(params);
+  const specs: MethodParams | undefined = table[method];
+  if (!specs) return given;
+  const out: Params = {};
+  for (const [name, spec] of Object.entries(specs)) {
+    const found = spellings(name, spec).filter(
+      (n) => Object.hasOwn(given, n) && given[n] !== null && given[n] !== undefined,
+    );
+    if (found.length === 0) continue;
+    const key = found[0]!;
+    const value = given[key];
+    const other = found.find((n) => JSON.stringify(given[n]) !== JSON.stringify(value));
+    if (other !== undefined) throw invalidParams(`${key} and ${other} are the same parameter: give one of them`);
+    const resolved = spec.list ? (Array.isArray(value) ? value : [value]) : value;
+    // A refusal first: whatever its value, the parameter is not taken.
+    if (spec.refused && isSet(resolved)) throw invalidParams(`${key} is not supported: ${spec.refused}`);
+    if (spec.list) for (const v of resolved as unknown[]) check(key, spec, v, true);
+    else check(key, spec, resolved, false);
+    out[name] = resolved;
+  }
+  return out;
+}
+
+function check(key: string, spec: ParamSpec, v: unknown, inList: boolean): void {
+  const what = inList ? `${key} must be one or a list of` : `${key} must be`;
+  switch (spec.type) {
+    case 'string':
+      if (typeof v !== 'string' || v === '')
+        throw invalidParams(`${what} ${inList ? 'non-empty strings' : 'a non-empty string'}, got ${brief(v)}`);
+      return;
+    case 'text':
+      if (typeof v !== 'string') throw invalidParams(`${what} ${inList ? 'strings' : 'a string'}, got ${brief(v)}`);
+      return;
+    case 'boolean':
+      if (typeof v !== 'boolean') throw invalidParams(`${what} true or false, got ${brief(v)}`);
+      return;
+    case 'integer':
+      if (typeof v !== 'number' || !Number.isSafeInteger(v))
+        throw invalidParams(`${what} ${inList ? 'integers' : 'an integer'}, got ${brief(v)}`);
+      return;
+    case 'timestamp':
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) {
+        throw invalidParams(
+          `${what} message ${inList ? 'timestamps' : 'timestamp'} (positive integers), got ${brief(v)}`,
+        );
+      }
+  }
+}
+
+function isSet(v: unknown): boolean {
+  return Array.isArray(v) ? v.length > 0 : v !== false;
+}
+
+function brief(v: unknown): string {
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s;
 }
 
 /** A value that signal-cli accepts as one value or an array: always an array. */

@@ -3,7 +3,8 @@
  * spellings. `camel` sends each parameter under its camelCase, singular name (`textStyle`,
  * `groupId`); `dashed` under its dashed name, plural for a list (`text-styles`, `group-ids`).
  */
-import { DECLARED, dashed } from '../src/localnet/declared.js';
+import { METHOD_PARAMS } from '../src/methods-params.js';
+import { dashed } from '../src/params.js';
 
 export type Spelling = 'camel' | 'dashed';
 export const SPELLINGS: readonly Spelling[] = ['camel', 'dashed'];
@@ -11,12 +12,12 @@ export const SPELLINGS: readonly Spelling[] = ['camel', 'dashed'];
 /** `params` written with signal-cli's camelCase singular names, in the given spelling. */
 export function spell(method: string, params: Record<string, unknown>, how: Spelling): Record<string, unknown> {
   if (how === 'camel') return params;
-  const declared = DECLARED[method];
+  const declared = METHOD_PARAMS[method];
   if (!declared) throw new Error(`no declared params for ${method}`);
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(params)) {
-    const param = declared.honoured.find((p) => p.name === k || p.aliases.includes(k));
-    out[dashed(param?.list ? `${k}s` : k)] = param?.list && !Array.isArray(v) ? [v] : v;
+    const spec = declared[k] ?? Object.values(declared).find((p) => p.aliases?.includes(k));
+    out[dashed(spec?.list ? `${k}s` : k)] = spec?.list && !Array.isArray(v) ? [v] : v;
   }
   return out;
 }

@@ -144,12 +144,25 @@ function dueForMessage(bytes: Uint8Array, ids: Ids): Due {
   return o === null ? NONE : one(o);
 }
 
-/** The reply due for one TCP line: framing (CR of a CRLF, the limit), then the message. */
-function dueForLine(content: Uint8Array, crlf: boolean, limit: number, ids: Ids): Due {
-  // Joined with a bare `\n`, a trailing CR of the content makes a `\r\n` terminator.
-  const c = !crlf && content.length > 0 && content[content.length - 1] === 0x0d ? content.subarray(0, -1) : content;
-  if (c.length > limit) return one({ code: INVALID_REQUEST, tag: 'oversize' });
-  return dueForMessage(c, ids);
+/**
+ * The replies due for what was written as one TCP line: framing as Java's readLine (a CR inside
+ * ends a line too; a trailing CR before the `\n` makes one `\r\n`), the limit, then each message.
+ */
+function duesForLine(content: Uint8Array, crlf: boolean, limit: number, ids: Ids): Due[] {
+  const pieces: Uint8Array[] = [];
+  let start = 0;
+  for (let i = 0; i < content.length; i++) {
+    if (content[i] === 0x0d) {
+      pieces.push(content.subarray(start, i));
+      start = i + 1;
+    }
+  }
+  const last = content.subarray(start);
+  // Joined with a bare `\n`, a trailing CR of the content and that `\n` are one line end.
+  if (!(last.length === 0 && pieces.length > 0 && !crlf)) pieces.push(last);
+  return pieces.map((c) =>
+    c.length > limit ? one({ code: INVALID_REQUEST, tag: 'oversize' }) : dueForMessage(c, ids),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,7 +573,7 @@ describe('fuzzing JSON-RPC over TCP', () => {
           for (const [line, crlf] of lines) {
             const content = render(line, ids);
             parts.push(content, encoder.encode(crlf ? '\r\n' : '\n'));
-            dues.push(dueForLine(content, crlf, TCP_LIMIT, ids));
+            dues.push(...duesForLine(content, crlf, TCP_LIMIT, ids));
           }
           const client = await TcpClient.connect(d.tcp!);
           try {
@@ -703,8 +716,11 @@ describe('an oversize TCP line', () => {
           const content = new Uint8Array(size).fill(0x78);
           content.set(encoder.encode(base));
           if (kind === 'bytes') {
-            for (let i = 0; i < size; i++)
-              content[i] = noise[i % noise.length] === 0x0a ? 0x0b : noise[i % noise.length]!;
+            // No line end inside (a CR ends a line too, as in Java's readLine).
+            for (let i = 0; i < size; i++) {
+              const b = noise[i % noise.length]!;
+              content[i] = b === 0x0a || b === 0x0d ? 0x0b : b;
+            }
           } else if (kind !== 'x') {
             content.set(encoder.encode('"}}'), size - 3);
           }

@@ -16,7 +16,7 @@ export function tmpDir(prefix = 'vigil-daemon-'): { dir: string; cleanup: () => 
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A daemon in this process on free loopback ports, sharing `dir/localnet.sqlite`. */
+/** A daemon in this process on free loopback ports, sharing `dir/localnet.sqlite`; held messages off unless asked for. */
 export async function startDaemon(
   dir: string,
   account: string,
@@ -30,6 +30,8 @@ export async function startDaemon(
     localnet: join(dir, 'localnet.sqlite'),
     dataDir: join(dir, account),
     logger: memoryLogger(logs),
+    // Most tests assume a new stream starts at the present; held messages are tested with hold on.
+    hold: false,
     ...extra,
   });
   return Object.assign(d, { logs });

@@ -100,6 +100,32 @@ describe('the metrics listener', () => {
     expect(metricValue(text, 'vigil_daemon_messages_received_total')).toBe(3);
   });
 
+  it('gauges the messages held for a consumer: those that arrived while none was connected, until one takes them', async () => {
+    const C = '+15550000006';
+    const c = await startDaemon(tmp.dir, C, { metrics: { host: '127.0.0.1', port: 0 }, hold: true });
+    try {
+      expect(metricValue(await scrape(c.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+      for (const message of ['held one', 'held two']) {
+        expect((await rpc(b.http!, 'send', { recipient: [C], message })).result.results[0].type).toBe('SUCCESS');
+      }
+      let text = await scrape(c.metrics!);
+      for (let i = 0; i < 100 && metricValue(text, 'vigil_daemon_inbox_messages') !== 2; i += 1) {
+        await new Promise((r) => setTimeout(r, 50));
+        text = await scrape(c.metrics!);
+      }
+      expect(metricValue(text, 'vigil_daemon_held_messages')).toBe(2);
+      // The next consumer takes them: none held any more.
+      const sse = await SseClient.open(c.http!);
+      await sse.waitFor(2);
+      expect(metricValue(await scrape(c.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+      sse.close();
+      // The gauge of a daemon that holds nothing stays 0 whatever arrives.
+      expect(metricValue(await scrape(a.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+    } finally {
+      await c.close();
+    }
+  });
+
   it('answers only /metrics; the JSON-RPC listener keeps 404 for it', async () => {
     const m = a.metrics!;
     expect((await http(m, { method: 'GET', path: '/api/v1/check', headers: {} })).status).toBe(404);

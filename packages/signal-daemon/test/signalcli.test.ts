@@ -123,6 +123,24 @@ describe('signal-cli backend', () => {
     expect((await rpc(d.http!, 'version')).result.version).not.toBe('0.13.19');
   });
 
+  it('forwards params verbatim: signal-cli resolves dashed and plural names itself', async () => {
+    const params = {
+      recipients: ['+15550000002'],
+      'group-ids': ['Zw=='],
+      'text-style': ['0:1:BOLD'],
+      'note-to-self': 'as it came',
+      account: A,
+      message: 'x',
+    };
+    await rpc(d.http!, 'send', params);
+    await rpc(d.http!, 'updateGroup', { 'group-id': 'Zw==', member: '+15550000003', bans: 7 });
+    const seen = (await rpc(d.http!, '_requests')).result as { method: string; params: unknown }[];
+    expect(seen.slice(-2)).toEqual([
+      { method: 'send', params },
+      { method: 'updateGroup', params: { 'group-id': 'Zw==', member: '+15550000003', bans: 7 } },
+    ]);
+  });
+
   it('keeps replies apart for 50 concurrent clients that all use the same ids', async () => {
     const clients = await Promise.all(Array.from({ length: 50 }, () => TcpClient.connect(d.tcp!)));
     const replies = await Promise.all(clients.map((c, i) => c.call('echo', { client: i, delayMs: (i * 37) % 50 }, 1)));

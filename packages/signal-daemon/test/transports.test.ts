@@ -173,6 +173,20 @@ describe('TCP transport', () => {
     c.close();
   });
 
+  it('ends a line at a lone \\r as signal-cli does (Java readLine), and a \\r\\n split between reads is one line end', async () => {
+    const c = await TcpClient.connect(d.tcp!);
+    c.write('{"jsonrpc":"2.0","method":"version","id":"cr1"}\r{"jsonrpc":"2.0","method":"version","id":"cr2"}\r');
+    // Answered at once: the lone \r is not held back waiting for a \n.
+    expect([(await c.next()).id, (await c.next()).id].sort()).toEqual(['cr1', 'cr2']);
+    await new Promise((r) => setTimeout(r, 30));
+    c.write('\n{"jsonrpc":"2.0","method":"version","id":"cr3"}\n');
+    // The \n completing the \r\n is no empty line (that would be a -32700 reply first).
+    expect(await c.next()).toMatchObject({ id: 'cr3', result: {} });
+    c.write('\r');
+    expect((await c.next()).error).toEqual({ code: -32700, message: 'Empty input line', data: null });
+    c.close();
+  });
+
   it('answers an empty line with -32700 "Empty input line" and survives every error', async () => {
     const c = await TcpClient.connect(d.tcp!);
     c.write('\n');
@@ -278,7 +292,19 @@ describe('manual receive mode', () => {
         result: {},
         id: 'u',
       });
-      expect((await c.call('unsubscribeReceive', { subscription: 0 }, 'u2')).error.code).toBe(-32602);
+      // Unknown and missing subscriptions are user errors (-1), with signal-cli's messages.
+      expect((await c.call('unsubscribeReceive', { subscription: 0 }, 'u2')).error).toEqual({
+        code: -1,
+        message: 'Unknown subscription id',
+        data: null,
+      });
+      expect((await c.call('unsubscribeReceive', {}, 'u3')).error).toEqual({
+        code: -1,
+        message: 'Missing subscription parameter with subscription id',
+        data: null,
+      });
+      expect((await c.call('unsubscribeReceive', undefined, 'u4')).error.code).toBe(-1);
+      expect((await c.call('unsubscribeReceive', [7], 'u5')).error.message).toBe('Unknown subscription id');
       await rpc(sender.http!, 'send', { recipient: A, message: 'ignored' });
       await sse.waitFor(3);
       await new Promise((r) => setTimeout(r, 50));

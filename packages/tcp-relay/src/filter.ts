@@ -134,11 +134,46 @@ export class MethodFilter {
     return { parts, rest: chunk.subarray(last + 1) };
   }
 
-  /** `namesAbsent`: the line is known to hold no refused name (see noRefusedName). */
+  /**
+   * `namesAbsent`: the line is known to hold no refused name (see noRefusedName). A lone `\r`
+   * inside ends a line for the target (as Java's readLine, and so signal-cli and the daemon, read
+   * lines): each of the lines it separates is judged on its own, with the full judgement (methods,
+   * file paths, unreadable), and the whole is refused if one is. The relay itself hands this one
+   * line at a time (its framer ends lines at `\r`); the split is for any other caller.
+   */
   judge(line: Uint8Array, namesAbsent = false): Verdict {
     const bytes = Buffer.isBuffer(line) ? line : Buffer.from(line.buffer, line.byteOffset, line.byteLength);
     if (bytes.indexOf(ESCAPE_U) < 0 && (namesAbsent || this.noRefusedName(bytes))) return FORWARD;
-    // Checked first: a failed decode throws, which is slow.
+    if (bytes.indexOf(CR) < 0) return this.judgeOne(bytes);
+    // Iteratively, not by recursion: a line may hold any number of CRs.
+    const refusals: Extract<Verdict, { forward: false }>[] = [];
+    let start = 0;
+    while (start <= bytes.length) {
+      const cr = bytes.indexOf(CR, start);
+      const end = cr < 0 ? bytes.length : cr;
+      const verdict = this.judgeOne(bytes.subarray(start, end));
+      if (!verdict.forward) refusals.push(verdict);
+      if (cr < 0) break;
+      start = cr + 1 < bytes.length && bytes[cr + 1] === LF ? cr + 2 : cr + 1;
+    }
+    if (refusals.length === 0) return FORWARD;
+    if (refusals.length === 1) return refusals[0]!;
+    const replies = refusals.flatMap((v) => (v.reply === undefined ? [] : [v.reply].flat()));
+    return {
+      forward: false,
+      reply: replies.length === 0 ? undefined : replies.length === 1 ? replies[0] : replies,
+      refused: refusals.flatMap((v) => v.refused),
+      paths: [...new Set(refusals.flatMap((v) => v.paths))],
+      unreadable: refusals.some((v) => v.unreadable),
+    };
+  }
+
+  /** One line (no `\r` inside) judged as JSON. */
+  private judgeOne(bytes: Buffer): Verdict {
+    if (bytes.indexOf(ESCAPE_U) < 0 && this.noRefusedName(bytes)) return FORWARD;
+    // A line that could hold a refused name is refused unless it reads as JSON (see the class
+    // comment): a more lenient parser behind the relay must not read it otherwise. Invalid UTF-8
+    // is checked first: a failed decode throws, which is slow.
     const text = isUtf8(bytes) ? decodeLine(bytes) : null;
     let value: unknown;
     try {

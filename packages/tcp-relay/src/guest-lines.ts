@@ -3,6 +3,7 @@ import type { MethodFilter, Verdict } from './filter.js';
 
 const LF = Buffer.from('\n');
 const CRLF = Buffer.from('\r\n');
+const CR = Buffer.from('\r');
 
 /** A line the filter did not let through. */
 export type Refusal = Extract<Verdict, { forward: false }>;
@@ -15,6 +16,12 @@ export type Refusal = Extract<Verdict, { forward: false }>;
  */
 export class GuestLines {
   private readonly framer: LineFramer;
+  /**
+   * The previous read ended in a `\r` that ended a line: whether that line went on (true) or was
+   * refused (false). A `\n` that starts the next read completes its `\r\n`: the framer skips it,
+   * and it goes on as it came when its line did.
+   */
+  private crDue: boolean | null = null;
 
   constructor(
     private readonly filter: MethodFilter,
@@ -26,15 +33,21 @@ export class GuestLines {
   }
 
   /**
-   * A line left incomplete by the previous read is finished through the framer with this chunk's
-   * bytes up to its first newline; from there the chunk is at a line boundary and, when small
-   * enough that none of its lines can be oversize, goes on in byte ranges: only its lines with a
-   * `\u` escape are cut out and judged (see scanChunk). A chunk holding a refused name goes
-   * through the framer, line by line.
+   * A line left incomplete by the previous read (or a `\r` whose `\n` may follow) is finished
+   * through the framer with this chunk's bytes up to its first newline; from there the chunk is
+   * at a line boundary and, when small enough that none of its lines can be oversize, goes on in
+   * byte ranges: only its lines with a `\u` escape are cut out and judged (see scanChunk), those
+   * among them with a lone `\r` through the framer, which ends a line there as the target does. A
+   * chunk holding a refused name goes through the framer, line by line.
    */
   push(chunk: Buffer): Uint8Array[] {
     const framer = this.framer;
     const out: Uint8Array[] = [];
+    if (chunk.length === 0) return out;
+    if (this.crDue !== null) {
+      if (this.crDue && chunk[0] === 0x0a) out.push(LF);
+      this.crDue = null;
+    }
     let body = chunk;
     if (!framer.idle) {
       const nl = chunk.indexOf(0x0a);
@@ -48,11 +61,20 @@ export class GuestLines {
       else {
         for (const part of scan.parts) {
           if (part.kind === 'clean') out.push(part.bytes);
-          else if (this.passes(this.filter.judge(part.line, true))) out.push(part.line, part.newline);
+          else if (part.line.indexOf(0x0d) >= 0) {
+            // Lone CRs end lines for the target: each line judged, refused or forwarded on its own.
+            const whole = body.subarray(
+              part.line.byteOffset - body.byteOffset,
+              part.newline.byteOffset - body.byteOffset + part.newline.length,
+            );
+            this.collect(framer.push(whole), out, true, whole);
+          } else if (this.passes(this.filter.judge(part.line, true))) out.push(part.line, part.newline);
         }
-        if (scan.rest.length > 0) framer.push(scan.rest);
+        // After the last newline, lines a lone CR ends are complete: judged now, not held back.
+        if (scan.rest.length > 0) this.collect(framer.push(scan.rest), out, true, scan.rest);
       }
     }
+    if (chunk[chunk.length - 1] !== 0x0d) this.crDue = null;
     return out;
   }
 
@@ -79,6 +101,7 @@ export class GuestLines {
     const clean = chunk !== undefined && frames.length > 1 && this.filter.noRefusedName(chunk);
     for (const frame of frames) {
       if (frame.kind === 'oversize') {
+        this.crDue = null;
         this.onOversize(frame.limit);
         continue;
       }
@@ -87,10 +110,12 @@ export class GuestLines {
         frame.bytes.buffer === chunk.buffer &&
         frame.bytes.byteOffset >= chunk.byteOffset &&
         frame.bytes.byteOffset + frame.bytes.byteLength <= chunk.byteOffset + chunk.byteLength;
-      if (this.passes(this.filter.judge(frame.bytes, inside))) {
+      const forwarded = this.passes(this.filter.judge(frame.bytes, inside));
+      if (forwarded) {
         out.push(frame.bytes);
-        if (terminated) out.push(frame.crlf ? CRLF : LF);
+        if (terminated) out.push(frame.end === 'crlf' ? CRLF : frame.end === 'cr' ? CR : LF);
       }
+      this.crDue = frame.end === 'cr' ? forwarded : null;
     }
   }
 }

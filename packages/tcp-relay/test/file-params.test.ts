@@ -215,11 +215,12 @@ const request = fc.record({
 const line = fc.tuple(
   fc.oneof(request, fc.array(request, { minLength: 1, maxLength: 3 })),
   fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 1, maxLength: 7 }),
-  fc.constantFrom('\n', '\r\n'),
+  // A lone CR ends a line too, as the daemon and signal-cli (Java's readLine) read lines.
+  fc.constantFrom('\n', '\r\n', '\r'),
 );
 
 describe('the verdict over a stream of lines', () => {
-  it('equals a JSON parser reading of each line, across escapes, batches, CRLF and any split points', () => {
+  it('equals a JSON parser reading of each line, across escapes, batches, CRLF, lone CR and any split points', () => {
     const refusedMethods = new Set<string>(RELAY_REFUSED_METHODS);
     fc.assert(
       fc.property(

@@ -55,7 +55,9 @@ describe('a guest that names host files through the relay', () => {
   let b: Awaited<ReturnType<typeof spawnDaemon>>;
 
   beforeAll(async () => {
+    // Held messages off: each of B's TCP clients here sees only what is sent while it listens.
     const common = ['--localnet', join(tmp.dir, 'localnet.sqlite'), '--http', '127.0.0.1:0', '--tcp', '127.0.0.1:0'];
+    common.push('--hold', 'off');
     a = await spawnDaemon(['--account', A, '--data-dir', join(tmp.dir, 'a'), ...common]);
     procs.push(a.child);
     b = await spawnDaemon(['--account', B, '--data-dir', join(tmp.dir, 'b'), ...common]);

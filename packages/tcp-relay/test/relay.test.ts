@@ -178,6 +178,35 @@ describe('the filter on many lines at once', () => {
 });
 
 describe('the filter on lines with escapes', () => {
+  it('judges each line a lone CR ends (the daemon and signal-cli read them as separate lines)', async () => {
+    const echo = await echoServer();
+    const r = await relay(echo.addr);
+    const sock = connect(r.addr.port, r.addr.host);
+    let got = '';
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => {
+      got += d;
+    });
+    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const version = (id: string) => `{"jsonrpc":"2.0","method":"version","id":"${id}"}`;
+    // A refused method after a lone CR, written plainly (through the framer) and escaped (through the scan).
+    sock.write(`${version('a')}\r{"jsonrpc":"2.0","method":"startLink","id":"literal"}\n`);
+    sock.write(`${version('b')}\r{"jsonrpc":"2.0","method":"start\\u004cink","id":"escaped"}\n`);
+    sock.end(`${version('c')}\r${version('d')}\n`);
+    await ended;
+    const lines = got.split(/\r\n|\r|\n/).filter((l) => l !== '');
+    expect(lines.filter((l) => l.includes('"error"')).map((l) => JSON.parse(l).id)).toEqual(['literal', 'escaped']);
+    expect(got).not.toContain('"method":"startLink"');
+    expect(got).not.toContain('u004cink');
+    // Lines without a refused method go on, their lone CR kept, also those before a refused one.
+    expect(got).toContain(`${version('c')}\r${version('d')}\n`);
+    expect(got).toContain(`${version('a')}\r`);
+    expect(got).toContain(`${version('b')}\r`);
+    sock.destroy();
+    await r.close();
+    await closeServer(echo);
+  });
+
   it('judges each line with a \\u escape among plain ones: an escaped refused name is refused, escaped text passes, CRLF kept', async () => {
     const echo = await echoServer();
     const r = await relay(echo.addr);

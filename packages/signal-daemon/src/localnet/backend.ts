@@ -5,7 +5,7 @@ import { ensureDir, writeFileAtomic } from '@vigil/shared-types/node';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
-import { asParams } from '../params.js';
+import { resolveParams } from '../params.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
 import { contactMethods } from './contacts.js';
@@ -17,7 +17,6 @@ import { linkingMethods } from './linking.js';
 import { messageMethods } from './messages.js';
 import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } from './methods.js';
 import { Records } from './records.js';
-import { resolveLocal } from './resolve.js';
 import { type AccountRow, NetworkStore } from './store.js';
 
 export interface LocalBackendOptions {
@@ -46,6 +45,8 @@ const METHODS = methodTable(
   linkingMethods,
   accountMethods,
 );
+/** The names of the methods the local network answers (each has its params in methods-params.ts). */
+export const LOCAL_METHODS: readonly string[] = [...METHODS.keys()];
 
 /** The name shown for an account: its profile's given and family name, else the registered one. */
 function displayName(records: Records, account: AccountRow | undefined, number: string): string | null {
@@ -132,7 +133,8 @@ export class LocalBackend implements Backend {
   async call(method: string, raw: unknown): Promise<unknown> {
     const fn = METHODS.get(method);
     if (!fn) throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
-    return fn(this.context, resolveLocal(method, asParams(raw)));
+    // Every parameter resolved once, as signal-cli resolves them, before the method sees it.
+    return fn(this.context, resolveParams(method, raw));
   }
 
   async close(): Promise<void> {

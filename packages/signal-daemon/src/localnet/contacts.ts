@@ -6,7 +6,7 @@ import type { LocalContext, LocalMethods } from './methods.js';
 import type { AccountRow } from './store.js';
 
 function getUserStatus(ctx: LocalContext, p: Params): UserStatus[] {
-  const recipients = numbers(p, 'recipients');
+  const recipients = numbers(p, 'recipient');
   if (recipients.length === 0) throw invalidParams('recipient is required');
   return recipients.map((number) => {
     const a = ctx.store.account(number);
@@ -16,7 +16,7 @@ function getUserStatus(ctx: LocalContext, p: Params): UserStatus[] {
 
 function listContacts(ctx: LocalContext, p: Params): unknown[] {
   const { store, me } = ctx;
-  const wanted = numbers(p, 'recipients');
+  const wanted = numbers(p, 'recipient');
   optBool(p, 'detailed'); // JSON output is always detailed, as in signal-cli
   const nameFilter = optString(p, 'name')?.toLowerCase();
   const all = optBool(p, 'allRecipients');
@@ -108,8 +108,8 @@ async function updateContact(ctx: LocalContext, p: Params): Promise<Record<strin
 }
 
 function setBlocked(ctx: LocalContext, p: Params, blocked: boolean): Record<string, never> {
-  const recipients = numbers(p, 'recipients');
-  const groupIds = strings(p, 'groupIds');
+  const recipients = numbers(p, 'recipient');
+  const groupIds = strings(p, 'groupId');
   if (recipients.length === 0 && groupIds.length === 0) throw invalidParams('recipient or groupId is required');
   for (const number of recipients) ctx.store.setBlocked(ctx.me.number, number, blocked);
   for (const groupId of groupIds) {

@@ -42,7 +42,7 @@ export function mentions(ctx: LocalContext, name: string, specs: readonly string
 /** The quote of an earlier message (signal-cli does not check that it exists; neither does this). */
 export function quote(ctx: LocalContext, p: Params): Quote | undefined {
   const id = timestamps(p, 'quoteTimestamp')[0];
-  const extras = ['quoteAuthor', 'quoteMessage', 'quoteMentions', 'quoteTextStyles'].filter((k) => p[k] !== undefined);
+  const extras = ['quoteAuthor', 'quoteMessage', 'quoteMention', 'quoteTextStyle'].filter((k) => p[k] !== undefined);
   if (id === undefined) {
     if (extras.length > 0) throw invalidParams(`${extras[0]} needs quoteTimestamp`);
     return undefined;
@@ -50,8 +50,8 @@ export function quote(ctx: LocalContext, p: Params): Quote | undefined {
   const author = numbers(p, 'quoteAuthor')[0];
   if (author === undefined) throw invalidParams('quoteAuthor is required with quoteTimestamp');
   const text = optString(p, 'quoteMessage') ?? null;
-  const ms = mentions(ctx, 'quoteMention', strings(p, 'quoteMentions'), text);
-  const styles = textStyles('quoteTextStyle', strings(p, 'quoteTextStyles'), text);
+  const ms = mentions(ctx, 'quoteMention', strings(p, 'quoteMention'), text);
+  const styles = textStyles('quoteTextStyle', strings(p, 'quoteTextStyle'), text);
   return {
     id,
     author,

@@ -64,10 +64,10 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
   const groupId = optString(p, 'groupId');
   const name = optString(p, 'name');
   const description = optString(p, 'description');
-  const add = numbers(p, 'members');
-  const remove = numbers(p, 'removeMembers');
-  const admins = numbers(p, 'admins');
-  const removeAdmins = numbers(p, 'removeAdmins');
+  const add = numbers(p, 'member');
+  const remove = numbers(p, 'removeMember');
+  const admins = numbers(p, 'admin');
+  const removeAdmins = numbers(p, 'removeAdmin');
   const expiration = optInt(p, 'expiration');
   if (expiration !== undefined && expiration < 0) throw invalidParams('expiration must be 0 or more seconds');
   const link = linkState(p);
@@ -186,7 +186,7 @@ function quitGroup(ctx: LocalContext, p: Params) {
 
 function listGroups(ctx: LocalContext, p: Params): GroupInfo[] {
   const { store, me, records } = ctx;
-  const wanted = strings(p, 'groupIds');
+  const wanted = strings(p, 'groupId');
   const address = (m: { number: string; uuid: string }): RecipientAddress => ({ number: m.number, uuid: m.uuid });
   const left = records
     .groupsLeft(me.number)

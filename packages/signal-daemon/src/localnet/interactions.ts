@@ -11,8 +11,8 @@ import { dataMessage, finishSend, sendableGroups } from './messages.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 
 function targets(ctx: LocalContext, p: Params) {
-  const recipients = numbers(p, 'recipients');
-  const groups = sendableGroups(ctx, strings(p, 'groupIds'));
+  const recipients = numbers(p, 'recipient');
+  const groups = sendableGroups(ctx, strings(p, 'groupId'));
   if (recipients.length === 0 && groups.length === 0) throw invalidParams('recipient or groupId is required');
   return { recipients, groups };
 }
@@ -81,8 +81,8 @@ async function remoteDelete(ctx: LocalContext, p: Params): Promise<SendResult> {
 async function sendMessageRequestResponse(ctx: LocalContext, p: Params): Promise<Record<string, never>> {
   const type = optString(p, 'type');
   if (type !== 'accept' && type !== 'delete') throw invalidParams('type must be accept or delete');
-  const recipients = numbers(p, 'recipients');
-  const groupIds = strings(p, 'groupIds');
+  const recipients = numbers(p, 'recipient');
+  const groupIds = strings(p, 'groupId');
   if (recipients.length === 0 && groupIds.length === 0) throw invalidParams('recipient or groupId is required');
   for (const g of groupIds) if (!ctx.store.group(g)) throw userError(`Invalid group id: ${g}`);
   const { store, records, me } = ctx;

@@ -104,9 +104,9 @@ export function sentMessage(ctx: LocalContext, destination: string | null, dm: D
 
 async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   const { me } = ctx;
-  const recipients = numbers(p, 'recipients').filter((n) => n !== me.number);
-  const toSelf = optBool(p, 'noteToSelf') || numbers(p, 'recipients').includes(me.number);
-  const groupIds = strings(p, 'groupIds');
+  const recipients = numbers(p, 'recipient').filter((n) => n !== me.number);
+  const toSelf = optBool(p, 'noteToSelf') || numbers(p, 'recipient').includes(me.number);
+  const groupIds = strings(p, 'groupId');
   if (recipients.length === 0 && groupIds.length === 0 && !toSelf) {
     throw invalidParams('no recipients given: set recipient, groupId or noteToSelf');
   }
@@ -114,8 +114,8 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   const fields = {
     message,
     viewOnce: optBool(p, 'viewOnce'),
-    textStyles: textStyles('textStyle', strings(p, 'textStyles'), message),
-    mentions: mentions(ctx, 'mention', strings(p, 'mentions'), message),
+    textStyles: textStyles('textStyle', strings(p, 'textStyle'), message),
+    mentions: mentions(ctx, 'mention', strings(p, 'mention'), message),
     quote: quote(ctx, p),
     previews: previews(p),
   };
@@ -126,7 +126,7 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   const groups = sendableGroups(ctx, groupIds);
   // Attachments are staged, and stored with the message: a send that fails stores none.
   const { result: attachments, staged } = ctx.store.stageAttachments(() =>
-    strings(p, 'attachments').map((a) => attachment(ctx, a)),
+    strings(p, 'attachment').map((a) => attachment(ctx, a)),
   );
   if (message === null && attachments.length === 0) throw invalidParams('message or attachments required');
   let stored = false;
@@ -207,9 +207,9 @@ export function attachment(ctx: LocalContext, spec: string): Record<string, unkn
 }
 
 async function sendReceipt(ctx: LocalContext, p: Params): Promise<SendResult> {
-  const recipients = numbers(p, 'recipients');
+  const recipients = numbers(p, 'recipient');
   if (recipients.length !== 1) throw invalidParams('recipient must be exactly one phone number');
-  const targets = timestamps(p, 'targetTimestamps');
+  const targets = timestamps(p, 'targetTimestamp');
   if (targets.length === 0) throw invalidParams('targetTimestamp is required');
   const type = optString(p, 'type') ?? 'read';
   if (type !== 'read' && type !== 'viewed') throw invalidParams('type must be read or viewed');
@@ -227,8 +227,8 @@ async function sendReceipt(ctx: LocalContext, p: Params): Promise<SendResult> {
 
 /** A typing indicator (STARTED, or STOPPED with `stop`) to recipients and groups; `{}` as signal-cli. */
 async function sendTyping(ctx: LocalContext, p: Params): Promise<Record<string, never>> {
-  const recipients = numbers(p, 'recipients');
-  const groups = sendableGroups(ctx, strings(p, 'groupIds'));
+  const recipients = numbers(p, 'recipient');
+  const groups = sendableGroups(ctx, strings(p, 'groupId'));
   if (recipients.length === 0 && groups.length === 0) throw invalidParams('recipient or groupId is required');
   const action = optBool(p, 'stop') ? 'STOPPED' : 'STARTED';
   const timestamp = ctx.nextTimestamp();

@@ -12,7 +12,7 @@ import {
   SSE_KEEPALIVE_S,
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
-import type { Inbox } from '../inbox.js';
+import type { HoldConsumer, Inbox } from '../inbox.js';
 import type { Dispatcher, Invoke } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
@@ -187,6 +187,7 @@ export class SseStream {
   private readonly timer: NodeJS.Timeout;
   private readonly onAppended = () => this.pump();
   private closed = false;
+  private readonly consumer: HoldConsumer;
 
   constructor(
     private readonly res: ServerResponse,
@@ -206,6 +207,7 @@ export class SseStream {
       if (res.writableLength < SSE_HIGH_WATER) res.write(':\n\n');
     }, keepaliveMs);
     this.timer.unref();
+    this.consumer = inbox.consumer();
     inbox.on('appended', this.onAppended);
     res.on('drain', this.onAppended);
     res.on('close', () => this.dispose());
@@ -225,6 +227,7 @@ export class SseStream {
         this.cursor = e.seq;
       }
       this.res.write(chunk);
+      this.consumer.wrote(this.cursor);
     }
   }
 
@@ -236,6 +239,7 @@ export class SseStream {
     this.closed = true;
     clearInterval(this.timer);
     this.inbox.off('appended', this.onAppended);
+    this.consumer.close();
   }
 }
 

@@ -12,7 +12,7 @@ import {
   rpcError,
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
-import type { Inbox } from '../inbox.js';
+import type { HoldConsumer, Inbox } from '../inbox.js';
 import type { Dispatcher, Invoke, Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
@@ -50,6 +50,8 @@ export class TcpConnection {
   private nextSubscription = 0;
   private closed = false;
   private readonly onAppended = () => this.pump();
+  /** Set once this connection receives notifications (held messages: see Inbox.consumer). */
+  private consumer: HoldConsumer | null = null;
 
   constructor(
     readonly socket: Socket,
@@ -71,13 +73,19 @@ export class TcpConnection {
     });
     socket.on('error', () => {});
     socket.on('close', () => this.dispose());
-    if (o.receiveMode === 'on-start') this.cursor = o.inbox.head;
     o.inbox.on('appended', this.onAppended);
+    if (o.receiveMode === 'on-start') {
+      this.consumer = o.inbox.consumer();
+      this.cursor = o.inbox.heldStart();
+      this.pump();
+    }
   }
 
   subscribe(): number {
     const id = this.nextSubscription++;
-    this.subscriptions.set(id, this.o.inbox.head);
+    this.consumer ??= this.o.inbox.consumer();
+    this.subscriptions.set(id, this.o.inbox.heldStart());
+    setImmediate(() => this.pump()); // after the reply with the id
     return id;
   }
 
@@ -150,6 +158,7 @@ export class TcpConnection {
         }
         wrote ||= events.length > 0;
         if (events.length === 0) this.cursor = inbox.head;
+        else this.consumer?.wrote(this.cursor);
       }
       for (const [id, cursor] of this.subscriptions) {
         if (cursor >= inbox.head) continue;
@@ -160,6 +169,7 @@ export class TcpConnection {
           );
         }
         this.subscriptions.set(id, events.length > 0 ? events[events.length - 1]!.seq : inbox.head);
+        if (events.length > 0) this.consumer?.wrote(events[events.length - 1]!.seq);
         wrote ||= events.length > 0;
       }
       if (!wrote) return;
@@ -176,6 +186,7 @@ export class TcpConnection {
     if (this.closed) return;
     this.closed = true;
     this.o.inbox.off('appended', this.onAppended);
+    this.consumer?.close();
   }
 }
 
