@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   type DaemonStatus,
   formatHostPort,
@@ -7,14 +7,16 @@ import {
   RpcErrorCode,
   SEND_SUCCEEDED_LOG,
 } from '@vigil/shared-types';
-import { closeServer, createServiceLogger, ensureDir, listen } from '@vigil/shared-types/node';
+import { closeServer, createServiceLogger, listen } from '@vigil/shared-types/node';
 import winston from 'winston';
+import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from './attachments.js';
 import type { Backend } from './backend.js';
-import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
+import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
 import { ConfigError, invalidParams, RpcFailure } from './errors.js';
+import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
-import { asParams, optInt } from './params.js';
+import { asParams, list, optInt } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { openDatabase } from './sqlite.js';
@@ -25,6 +27,8 @@ import { VERSION } from './version.js';
 const PRUNE_INTERVAL_MS = 60_000;
 /** Methods whose success is an outbound send. */
 const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
+/** signal-cli methods whose params may name files of the host (`attachments`, `avatar`). */
+const PATH_PARAMS = new Set(['send', 'updateGroup', 'updateProfile']);
 
 export interface DaemonHandle {
   readonly config: DaemonConfig;
@@ -45,8 +49,12 @@ export async function start(
   const logger = options.logger ?? createServiceLogger(winston, { level: 'info', service: 'signal-daemon' });
   const config = resolveConfig(options, logger);
   const startedAt = Date.now();
+  const attachmentPolicy: AttachmentPolicy = {
+    maxBytes: config.maxRequestBytes,
+    allowedDirs: await resolveAllowedDirs(config.attachmentDirs),
+  };
   try {
-    ensureDir(config.dataDir);
+    preparePrivateDir(config.dataDir, dataHome(), true);
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
@@ -55,13 +63,14 @@ export async function start(
   let backend: Backend;
   try {
     if (config.backend === 'local') {
+      preparePrivateDir(dirname(config.localnet), dataHome());
       backend = new LocalBackend({
         account: config.account,
         profileName: config.profileName,
         localnet: config.localnet,
         dataDir: config.dataDir,
         linkTimeoutMs: config.linkTimeoutMs,
-        maxAttachmentBytes: config.maxRequestBytes,
+        attachmentPolicy,
         logger,
         // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
         inbox: (db) => {
@@ -125,6 +134,8 @@ export async function start(
             if (backend.state() === 'down') {
               throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
             }
+            // signal-cli reads attachment paths itself: they are checked here first.
+            if (backend.kind === 'signal-cli') await checkPaths(method, params);
             const result = await backend.call(method, params);
             if (OUTBOUND.has(method)) outbound(method, result);
             return result;
@@ -132,6 +143,17 @@ export async function start(
       }
       throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
     };
+
+  /** File paths in a call's params (attachments, avatars) must pass the attachment checks. */
+  const checkPaths = async (method: string, params: unknown): Promise<void> => {
+    if (!PATH_PARAMS.has(method) || params === null || typeof params !== 'object' || Array.isArray(params)) return;
+    const p = params as Record<string, unknown>;
+    for (const name of ['attachments', 'attachment', 'avatar']) {
+      for (const v of list(p, name)) {
+        if (typeof v === 'string' && !v.startsWith('data:')) await checkAttachmentPath(v, attachmentPolicy);
+      }
+    }
+  };
 
   /** Every successful outbound send is logged as one record (the health check reads them). */
   const outbound = (method: string, result: unknown) => {
@@ -171,6 +193,8 @@ export async function start(
     ? new TcpTransport({
         maxLineBytes: config.maxRequestBytes,
         maxConnections: config.maxConnections,
+        maxConnectionsPerSource: config.maxConnectionsPerSource,
+        idleTimeoutMs: config.tcpIdleTimeoutMs,
         receiveMode: config.receiveMode,
         inbox: box,
         dispatcher,

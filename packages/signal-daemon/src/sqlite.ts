@@ -1,10 +1,12 @@
-import { dirname } from 'node:path';
-import { ensureDir } from '@vigil/shared-types/node';
 import Database from 'better-sqlite3';
+import { preparePrivateDatabase } from './files.js';
 
-/** Opens (creating if needed) a SQLite file the way vigil uses them: WAL, shared by processes. */
+/**
+ * Opens (creating if needed) a SQLite file the way vigil uses them: WAL, shared by processes,
+ * the file and its `-wal`/`-shm` 0600 whatever the umask.
+ */
 export function openDatabase(file: string): Database.Database {
-  ensureDir(dirname(file));
+  preparePrivateDatabase(file);
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
   // NORMAL in WAL mode: a commit survives a crash of the process (kill -9); only a power loss

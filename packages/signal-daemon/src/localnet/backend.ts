@@ -1,7 +1,8 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type Envelope, type Logger, RpcErrorCode, type SendResultEntry } from '@vigil/shared-types';
-import { ensureDir, writeFileAtomic } from '@vigil/shared-types/node';
+import { ensureDir, PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
+import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
@@ -20,7 +21,7 @@ export interface LocalBackendOptions {
   readonly localnet: string;
   readonly dataDir: string;
   readonly linkTimeoutMs: number;
-  readonly maxAttachmentBytes: number;
+  readonly attachmentPolicy: AttachmentPolicy;
   readonly logger: Logger;
   /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
   readonly inbox: (db: NetworkStore['db']) => Inbox;
@@ -63,14 +64,14 @@ export class LocalBackend implements Backend {
       store: this.store,
       me: this.me,
       linkTimeoutMs: o.linkTimeoutMs,
-      maxAttachmentBytes: o.maxAttachmentBytes,
+      attachmentPolicy: o.attachmentPolicy,
       closed: () => this.closed,
       nextTimestamp: () => this.nextTimestamp(),
       envelope: (timestamp, body) => this.envelope(timestamp, body),
       post: (recipients, envelope) => this.post(recipients, envelope),
       waitForChange: (ms) => this.waitForChange(ms),
     };
-    ensureDir(join(o.dataDir, 'attachments'));
+    ensureDir(join(o.dataDir, 'attachments'), PRIVATE_DIR, true);
     this.deliver();
     try {
       this.watcher = watch(dirname(o.localnet), { persistent: false }, () => this.scheduleDelivery());

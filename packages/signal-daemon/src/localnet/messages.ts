@@ -1,12 +1,13 @@
 /** Messages: send (to numbers, groups, note to self; with attachments) and sendReceipt. */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
-import { basename, isAbsolute } from 'node:path';
+import { basename } from 'node:path';
 import type { DataMessage, SendResult, SendResultEntry } from '@vigil/shared-types';
+import { readAttachmentFile } from '../attachments.js';
 import { invalidParams, userError } from '../errors.js';
 import { numbers, optBool, optString, type Params, strings, timestamps } from '../params.js';
 import { memberGroup } from './groups.js';
 import type { LocalContext, LocalMethods } from './methods.js';
+import type { AttachmentRow } from './store.js';
 
 /** A send that reached nobody it was meant for fails as signal-cli's does (-1, with the results). */
 function finishSend(timestamp: number, results: SendResultEntry[], what: string): SendResult {
@@ -28,8 +29,12 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
     throw invalidParams('no recipients given: set recipient, groupId or noteToSelf');
   }
   const message = optString(p, 'message') ?? null;
-  const attachments = [...strings(p, 'attachments'), ...strings(p, 'attachment')].map((a) => attachment(ctx, a));
-  if (message === null && attachments.length === 0) throw invalidParams('message or attachments required');
+  const specs = [...strings(p, 'attachments'), ...strings(p, 'attachment')];
+  if (message === null && specs.length === 0) throw invalidParams('message or attachments required');
+  // Every attachment is read and checked before any is stored: a refused one stores nothing.
+  const files: AttachmentRow[] = [];
+  for (const spec of specs) files.push(await attachment(ctx, spec));
+  const attachments = files.map((f) => storeAttachment(ctx, f));
   const timestamp = ctx.nextTimestamp();
   const dataMessage = (groupInfo?: DataMessage['groupInfo']): DataMessage => ({
     timestamp,
@@ -59,36 +64,34 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
 }
 
 /** An attachment given as a data URI (`data:MIME[;filename=NAME];base64,DATA`) or a file path. */
-function attachment(ctx: LocalContext, spec: string): Record<string, unknown> {
-  let contentType = 'application/octet-stream';
-  let filename: string | null = null;
-  let data: Buffer;
+async function attachment(ctx: LocalContext, spec: string): Promise<AttachmentRow> {
+  const id = randomBytes(12).toString('hex');
   const uri = /^data:([^;,]+)?((?:;[^;,=]+=[^;,]*)*)(;base64)?,(.*)$/s.exec(spec);
-  if (uri) {
-    contentType = uri[1] ?? 'text/plain';
-    filename = /;filename=([^;,]*)/.exec(uri[2] ?? '')?.[1] ?? null;
-    data = uri[3] ? Buffer.from(uri[4] ?? '', 'base64') : Buffer.from(decodeURIComponent(uri[4] ?? ''));
-  } else if (isAbsolute(spec)) {
-    let size: number;
-    try {
-      size = statSync(spec).size;
-    } catch {
-      throw invalidParams(`attachment ${spec} cannot be read`);
-    }
-    if (size > ctx.maxAttachmentBytes)
-      throw invalidParams(`attachment ${spec} is larger than ${ctx.maxAttachmentBytes} bytes`);
-    data = readFileSync(spec);
-    filename = basename(spec);
-  } else {
-    throw invalidParams('attachments must be data URIs (data:MIME;base64,DATA) or absolute file paths');
+  if (!uri) {
+    const data = await readAttachmentFile(spec, ctx.attachmentPolicy);
+    return { id, contentType: 'application/octet-stream', filename: basename(spec), data };
   }
-  const id = `${randomBytes(12).toString('hex')}`;
-  ctx.store.putAttachment({ id, contentType, filename, data });
+  const contentType = uri[1] ?? 'text/plain';
+  const filename = /;filename=([^;,]*)/.exec(uri[2] ?? '')?.[1] ?? null;
+  let data: Buffer;
+  try {
+    data = uri[3] ? Buffer.from(uri[4] ?? '', 'base64') : Buffer.from(decodeURIComponent(uri[4] ?? ''));
+  } catch {
+    throw invalidParams('attachment data URI is not validly percent-encoded');
+  }
+  if (data.length > ctx.attachmentPolicy.maxBytes) {
+    throw invalidParams(`attachment data URI is larger than the limit of ${ctx.attachmentPolicy.maxBytes} bytes`);
+  }
+  return { id, contentType, filename, data };
+}
+
+function storeAttachment(ctx: LocalContext, a: AttachmentRow): Record<string, unknown> {
+  ctx.store.putAttachment(a);
   return {
-    contentType,
-    filename,
-    id,
-    size: data.length,
+    contentType: a.contentType,
+    filename: a.filename,
+    id: a.id,
+    size: a.data.length,
     width: null,
     height: null,
     caption: null,
