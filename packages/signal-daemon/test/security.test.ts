@@ -7,12 +7,13 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import type { HostPort } from '@vigil/shared-types';
 import Database from 'better-sqlite3';
 import { until } from '../../../test/support.js';
 import { openDatabase } from '../src/sqlite.js';
-import { rpc, SseClient, spawnDaemon, TcpClient, tmpDir } from './helpers.js';
+import { http, rpc, SseClient, spawnDaemon, TcpClient, tmpDir } from './helpers.js';
 
 const A = '+15550000001';
 const B = '+15550000002';
@@ -160,6 +161,49 @@ describe('attachments given as file paths', () => {
     await expect(daemon(['-a', A, '--localnet', join(d0, 'n'), '--attachment-dir', join(d0, 'nope')])).rejects.toThrow(
       /exited with 78[\s\S]*invalid --attachment-dir/,
     );
+  });
+});
+
+describe('attachment paths with the signal-cli backend', () => {
+  it('are checked before signal-cli reads them; its inbox is 0600 under umask 022', async () => {
+    const d0 = dir();
+    const fake = fileURLToPath(new URL('./fixtures/fake-signal-cli.mjs', import.meta.url));
+    chmodSync(fake, 0o755);
+    const dataDir = join(d0, 'a');
+    const a = await daemon(
+      [
+        '-a',
+        A,
+        '--backend',
+        'signal-cli',
+        '--signal-cli',
+        fake,
+        '--signal-cli-config',
+        join(d0, 'sc'),
+        '--data-dir',
+        dataDir,
+      ],
+      {},
+      '022',
+    );
+    const check = () => http(a.http!, { method: 'GET', path: '/api/v1/check', headers: {} });
+    await until('signal-cli serves', async () => (await check()).status === 200);
+    const zero = await within(
+      2000,
+      'send of /dev/zero',
+      rpc(a.http!, 'send', { recipient: B, attachments: ['/dev/zero'] }),
+    );
+    expect(zero.error).toMatchObject({
+      code: -32602,
+      message: expect.stringContaining('/dev/zero is not a regular file'),
+    });
+    const good = join(d0, 'good.txt');
+    writeFileSync(good, 'good');
+    const ok = await rpc(a.http!, 'send', { recipient: B, attachments: [good] });
+    expect(ok.result.results[0].type).toBe('SUCCESS');
+    expect((statSync(join(dataDir, 'inbox.sqlite')).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(join(dataDir, 'inbox.sqlite-wal')).mode & 0o777).toString(8)).toBe('600');
+    expect((statSync(dataDir).mode & 0o777).toString(8)).toBe('700');
   });
 });
 
