@@ -6,6 +6,7 @@ import {
   type Logger,
   RpcErrorCode,
   SEND_SUCCEEDED_LOG,
+  VigilError,
 } from '@vigil/shared-types';
 import { closeServer, createServiceLogger, listen } from '@vigil/shared-types/node';
 import winston from 'winston';
@@ -19,12 +20,15 @@ import { LocalBackend } from './localnet/backend.js';
 import { asParams, list, optInt } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
-import { openDatabase } from './sqlite.js';
+import { isBusy, openDatabase } from './sqlite.js';
 import { HttpTransport } from './transports/http.js';
 import { type TcpConnection, TcpTransport } from './transports/tcp.js';
 import { VERSION } from './version.js';
 
 const PRUNE_INTERVAL_MS = 60_000;
+
+const isIoFault = (err: unknown): boolean =>
+  /^SQLITE_(IOERR|FULL)/.test(String((err as { code?: unknown } | null)?.code ?? ''));
 /** Methods whose success is an outbound send. */
 const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
 /** signal-cli methods whose params may name files of the host (`attachments`, `avatar`). */
@@ -92,7 +96,10 @@ export async function start(
   } catch (err) {
     const where =
       config.backend === 'local' ? `the local network ${config.localnet}` : `the inbox in ${config.dataDir}`;
-    throw new ConfigError(`cannot open ${where}: ${(err as Error).message}`);
+    const message = `cannot open ${where}: ${(err as Error).message}`;
+    // A lock held too long or a failing disk is a fault to retry (exit 1), not bad configuration.
+    if (isBusy(err) || isIoFault(err)) throw new VigilError('ESTORE', message);
+    throw new ConfigError(message);
   }
   const box = inbox!;
   box.prune();
