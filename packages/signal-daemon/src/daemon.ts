@@ -191,7 +191,7 @@ export async function start(
         inbox: box,
         dispatcher,
         invoke: invokeFor(null),
-        serving: () => backend.state() === 'serving',
+        serving: () => backend.state() === 'serving' && !backend.fault?.(),
         status,
         logger,
       })
