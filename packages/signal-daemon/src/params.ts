@@ -5,6 +5,13 @@ import { invalidParams } from './errors.js';
 
 export type Params = Record<string, unknown>;
 
+/** A value as it may appear in an error message: short, and never a failure itself (deep nesting). */
+function show(v: unknown): string {
+  if (v !== null && typeof v === 'object') return Array.isArray(v) ? 'an array' : 'an object';
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 64 ? `${text.slice(0, 61)}...` : text;
+}
+
 export function asParams(params: unknown): Params {
   if (params === undefined || params === null) return {};
   if (typeof params !== 'object' || Array.isArray(params)) {
@@ -23,7 +30,7 @@ export function list(p: Params, name: string): unknown[] {
 export function numbers(p: Params, name: string): string[] {
   return list(p, name).map((v) => {
     if (typeof v !== 'string' || !isPhoneNumber(v)) {
-      throw invalidParams(`${name} must be phone numbers in E.164 form, got ${JSON.stringify(v)}`);
+      throw invalidParams(`${name} must be phone numbers in E.164 form, got ${show(v)}`);
     }
     return v;
   });

@@ -360,3 +360,19 @@ describe('TCP connection slots', () => {
     expect(logLines(a.output(), 'tcp connection closed: idle').length).toBe(3);
   });
 });
+
+describe('bad params are -32602, not internal errors', () => {
+  it('answers a deep nesting in recipient, a bad percent-encoding and a directory with -32602, logging no error', async () => {
+    const d0 = dir();
+    const a = await daemon(['-a', A, '--localnet', join(d0, 'n'), '--data-dir', join(d0, 'a')]);
+    const deep = `${'['.repeat(50_000)}"+15550000002"${']'.repeat(50_000)}`;
+    const body = `{"jsonrpc":"2.0","method":"send","params":{"recipient":${deep},"message":"x"},"id":1}`;
+    const nested = (await http(a.http!, { body })).json() as { error: { code: number; message: string } };
+    expect(nested.error.code).toBe(-32602);
+    const bad = await rpc(a.http!, 'send', { noteToSelf: true, attachments: ['data:text/plain,%E0%A4%A'] });
+    expect(bad.error).toMatchObject({ code: -32602, message: expect.stringContaining('percent-encoded') });
+    const directory = await rpc(a.http!, 'send', { noteToSelf: true, attachments: [d0] });
+    expect(directory.error.code).toBe(-32602);
+    expect(a.output()).not.toContain('"level":"error"');
+  });
+});
