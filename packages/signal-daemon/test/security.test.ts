@@ -37,6 +37,12 @@ function dir(): string {
   return t.dir;
 }
 
+/** A daemon of account A on a local network of its own. */
+function localDaemon(...extra: string[]) {
+  const d0 = dir();
+  return daemon(['-a', A, '--localnet', join(d0, 'n'), '--data-dir', join(d0, 'a'), ...extra]);
+}
+
 /** The promise's value, or a failure naming what did not answer in time (a frozen daemon). */
 function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
   let t: NodeJS.Timeout;
@@ -288,17 +294,7 @@ describe('TCP connection slots', () => {
   }
 
   it('idle sockets from one source cannot lock other clients out (by default half the slots); refusals are logged once per episode', async () => {
-    const d0 = dir();
-    const a = await daemon([
-      '-a',
-      A,
-      '--localnet',
-      join(d0, 'n'),
-      '--data-dir',
-      join(d0, 'a'),
-      '--max-connections',
-      '16',
-    ]);
+    const a = await localDaemon('--max-connections', '16');
     const flood: { socket: Socket; closed: () => boolean }[] = [];
     for (let i = 0; i < 16; i++) flood.push(await open(a.tcp!, '127.0.0.3'));
     await until('the over-cap connections are closed', () => flood.filter((c) => c.closed()).length === 8, 5000);
@@ -325,21 +321,7 @@ describe('TCP connection slots', () => {
   });
 
   it('closes idle connections that receive nothing; a subscribed consumer stays however quiet', async () => {
-    const d0 = dir();
-    const a = await daemon([
-      '-a',
-      A,
-      '--localnet',
-      join(d0, 'n'),
-      '--data-dir',
-      join(d0, 'a'),
-      '--receive-mode',
-      'manual',
-      '--tcp-idle-timeout',
-      '0.5',
-      '--log-level',
-      'debug',
-    ]);
+    const a = await localDaemon('--receive-mode', 'manual', '--tcp-idle-timeout', '0.5', '--log-level', 'debug');
     const idle = await open(a.tcp!, '127.0.0.1');
     const done = await TcpClient.connect(a.tcp!);
     expect((await done.call('version')).result).toBeDefined();
@@ -363,8 +345,8 @@ describe('TCP connection slots', () => {
 
 describe('bad params are -32602, not internal errors', () => {
   it('answers a deep nesting in recipient, a bad percent-encoding and a directory with -32602, logging no error', async () => {
+    const a = await localDaemon();
     const d0 = dir();
-    const a = await daemon(['-a', A, '--localnet', join(d0, 'n'), '--data-dir', join(d0, 'a')]);
     const deep = `${'['.repeat(50_000)}"+15550000002"${']'.repeat(50_000)}`;
     const body = `{"jsonrpc":"2.0","method":"send","params":{"recipient":${deep},"message":"x"},"id":1}`;
     const nested = (await http(a.http!, { body })).json() as { error: { code: number; message: string } };
