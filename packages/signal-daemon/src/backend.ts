@@ -11,6 +11,8 @@ export type BackendState = 'serving' | 'starting' | 'down';
 export interface Backend {
   readonly kind: BackendKind;
   state(): BackendState;
+  /** A fault that makes sends fail while the backend still answers (a full disk), or null. */
+  fault?(): string | null;
   /** True when calls of this method go to the backend (else the daemon answers -32601). */
   handles(method: string): boolean;
   /** Calls a method; throws RpcFailure for errors the client must see, unchanged. */

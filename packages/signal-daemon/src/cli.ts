@@ -1,5 +1,5 @@
 import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/shared-types';
-import { createServiceLogger, flagParser, intFlag, runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
 import { DEFAULTS } from './config.js';
@@ -15,12 +15,13 @@ const opt = (flags: string, description: string) => {
 };
 
 /**
- * Each --signal-cli-arg is one argument. From the environment the whole list is one string, split
- * on commas and white space (the project's one convention for list-valued variables): an argument
- * that itself holds a space or a comma can only be given with the flag.
+ * A repeatable flag (--signal-cli-arg, --attachment-dir) is one value per flag. From the
+ * environment the whole list is one string, split on commas and white space (the project's one
+ * convention for list-valued variables): a value that itself holds a space or a comma can only be
+ * given with the flag.
  */
-const signalCliArgs = (flags: string[] | undefined): string[] =>
-  program.getOptionValueSource('signalCliArg') === 'env' ? (flags ?? []).flatMap(splitList) : (flags ?? []);
+const fromEnvList = (key: string, flags: string[] | undefined): string[] =>
+  program.getOptionValueSource(key) === 'env' ? (flags ?? []).flatMap(splitList) : (flags ?? []);
 
 const program = new Command(BIN)
   .description('Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.')
@@ -108,6 +109,26 @@ const program = new Command(BIN)
       .argParser(intFlag(1))
       .default(DEFAULTS.maxConnections),
   )
+  .addOption(
+    opt(
+      '--max-connections-per-source <n>',
+      'most TCP connections from one source address (default: 256, at most half of --max-connections)',
+    ).argParser(intFlag(1)),
+  )
+  .addOption(
+    opt(
+      '--tcp-idle-timeout <s>',
+      'close a TCP connection that receives nothing and sends no request this long; 0: never',
+    )
+      .argParser(secondsFlag(0))
+      .default(DEFAULTS.tcpIdleTimeoutMs / 1000),
+  )
+  .addOption(
+    opt(
+      '--attachment-dir <dir>',
+      'attachment file paths must lie in this directory (repeatable; default: anywhere)',
+    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+  )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .exitOverride()
@@ -133,10 +154,13 @@ const program = new Command(BIN)
       linkTimeoutMs: o.linkTimeout * 1000,
       shutdownGraceMs: o.shutdownGrace * 1000,
       maxConnections: o.maxConnections,
+      maxConnectionsPerSource: o.maxConnectionsPerSource,
+      tcpIdleTimeoutMs: Math.round(o.tcpIdleTimeout * 1000),
+      attachmentDirs: fromEnvList('attachmentDir', o.attachmentDir),
       signalCli: {
         program: o.signalCli,
         configDir: o.signalCliConfig,
-        extraArgs: signalCliArgs(o.signalCliArg),
+        extraArgs: fromEnvList('signalCliArg', o.signalCliArg),
         callTimeoutMs: o.callTimeout * 1000,
       },
       logger,

@@ -50,6 +50,15 @@ export interface DaemonConfig {
   readonly shutdownGraceMs: number;
   /** Most simultaneous TCP connections and SSE streams (each). */
   readonly maxConnections: number;
+  /**
+   * Most simultaneous TCP connections from one source address: at most maxConnections; by
+   * default 256, and never more than half of maxConnections, so one source cannot take every slot.
+   */
+  readonly maxConnectionsPerSource: number;
+  /** A TCP connection that receives no notifications and sends no request this long is closed; 0: never. */
+  readonly tcpIdleTimeoutMs: number;
+  /** Directories attachment paths must lie in (symlinks resolved); empty: anywhere. */
+  readonly attachmentDirs: readonly string[];
   readonly signalCli: SignalCliConfig;
   readonly logger: Logger;
 }
@@ -87,6 +96,8 @@ export const DEFAULTS = {
   linkTimeoutMs: 60_000,
   shutdownGraceMs: 5_000,
   maxConnections: 1024,
+  maxConnectionsPerSource: 256,
+  tcpIdleTimeoutMs: 300_000,
   http: DAEMON_HTTP,
   tcp: DAEMON_TCP,
   signalCli: {
@@ -138,9 +149,12 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     linkTimeoutMs: DEFAULTS.linkTimeoutMs,
     shutdownGraceMs: DEFAULTS.shutdownGraceMs,
     maxConnections: DEFAULTS.maxConnections,
+    tcpIdleTimeoutMs: DEFAULTS.tcpIdleTimeoutMs,
+    attachmentDirs: [],
     logger,
     ...stripUndefined(options),
     account: options.account,
+    maxConnectionsPerSource: perSource(options),
     signalCli: { ...DEFAULTS.signalCli, ...stripUndefined(options.signalCli ?? {}) },
   };
   if (config.backend !== 'local' && config.backend !== 'signal-cli') {
@@ -169,9 +183,20 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   positive('link-timeout', config.linkTimeoutMs, 1);
   positive('shutdown-grace', config.shutdownGraceMs, 0);
   positive('max-connections', config.maxConnections, 1);
+  positive('max-connections-per-source', config.maxConnectionsPerSource, 1);
+  positive('tcp-idle-timeout', config.tcpIdleTimeoutMs, 0);
   positive('call-timeout', config.signalCli.callTimeoutMs, 1);
   if (config.signalCli.program.trim() === '') throw new ConfigError('--signal-cli must name a program');
   return config;
+}
+
+/** The per-source cap: as given (at most the global cap), else the default, at most half of it. */
+function perSource(o: DaemonOptions): number {
+  const max = o.maxConnections ?? DEFAULTS.maxConnections;
+  const given = o.maxConnectionsPerSource;
+  return given === undefined
+    ? Math.min(DEFAULTS.maxConnectionsPerSource, Math.max(1, Math.ceil(max / 2)))
+    : Math.min(given, max);
 }
 
 function positive(name: string, value: number, min: number): void {

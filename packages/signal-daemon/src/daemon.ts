@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   type DaemonStatus,
   formatHostPort,
@@ -6,26 +6,34 @@ import {
   type Logger,
   RpcErrorCode,
   SEND_SUCCEEDED_LOG,
+  VigilError,
 } from '@vigil/shared-types';
-import { closeServer, createServiceLogger, ensureDir, listen } from '@vigil/shared-types/node';
+import { closeServer, createServiceLogger, listen } from '@vigil/shared-types/node';
 import winston from 'winston';
+import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from './attachments.js';
 import type { Backend } from './backend.js';
-import { type DaemonConfig, type DaemonOptions, resolveConfig } from './config.js';
+import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
 import { ConfigError, RpcFailure, userError } from './errors.js';
+import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
-import { optInt, resolveParams } from './params.js';
+import { list, optInt, resolveParams } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
-import { openDatabase } from './sqlite.js';
+import { isBusy, openDatabase } from './sqlite.js';
 import { HttpTransport } from './transports/http.js';
 import { type TcpConnection, TcpTransport } from './transports/tcp.js';
 import { VERSION } from './version.js';
 
 const PRUNE_INTERVAL_MS = 60_000;
+
+const isIoFault = (err: unknown): boolean =>
+  /^SQLITE_(IOERR|FULL)/.test(String((err as { code?: unknown } | null)?.code ?? ''));
 /** Methods whose success is an outbound send. */
 const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
+/** signal-cli methods whose params may name files of the host (`attachments`, `avatar`). */
+const PATH_PARAMS = new Set(['send', 'updateGroup', 'updateProfile']);
 
 export interface DaemonHandle {
   readonly config: DaemonConfig;
@@ -47,8 +55,12 @@ export async function start(
   const logger = options.logger ?? createServiceLogger(winston, { level: 'info', service: 'signal-daemon' });
   const config = resolveConfig(options, logger);
   const startedAt = Date.now();
+  const attachmentPolicy: AttachmentPolicy = {
+    maxBytes: config.maxRequestBytes,
+    allowedDirs: await resolveAllowedDirs(config.attachmentDirs),
+  };
   try {
-    ensureDir(config.dataDir);
+    preparePrivateDir(config.dataDir, dataHome(), true);
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
@@ -58,13 +70,14 @@ export async function start(
   let backend: Backend;
   try {
     if (config.backend === 'local') {
+      preparePrivateDir(dirname(config.localnet), dataHome());
       backend = new LocalBackend({
         account: config.account,
         profileName: config.profileName,
         localnet: config.localnet,
         dataDir: config.dataDir,
         linkTimeoutMs: config.linkTimeoutMs,
-        maxAttachmentBytes: config.maxRequestBytes,
+        attachmentPolicy,
         logger,
         // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
         inbox: (db) => {
@@ -86,7 +99,10 @@ export async function start(
   } catch (err) {
     const where =
       config.backend === 'local' ? `the local network ${config.localnet}` : `the inbox in ${config.dataDir}`;
-    throw new ConfigError(`cannot open ${where}: ${(err as Error).message}`);
+    const message = `cannot open ${where}: ${(err as Error).message}`;
+    // A lock held too long or a failing disk is a fault to retry (exit 1), not bad configuration.
+    if (isBusy(err) || isIoFault(err)) throw new VigilError('ESTORE', message);
+    throw new ConfigError(message);
   }
   const box = inbox!;
   box.prune();
@@ -139,6 +155,8 @@ export async function start(
             if (backend.state() === 'down') {
               throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
             }
+            // signal-cli reads attachment paths itself: they are checked here first.
+            if (backend.kind === 'signal-cli') await checkPaths(method, params);
             const result = await backend.call(method, params);
             if (OUTBOUND.has(method)) outbound(method, result);
             return result;
@@ -146,6 +164,17 @@ export async function start(
       }
       throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
     };
+
+  /** File paths in a call's params (attachments, avatars) must pass the attachment checks. */
+  const checkPaths = async (method: string, params: unknown): Promise<void> => {
+    if (!PATH_PARAMS.has(method) || params === null || typeof params !== 'object' || Array.isArray(params)) return;
+    const p = params as Record<string, unknown>;
+    for (const name of ['attachments', 'attachment', 'avatar']) {
+      for (const v of list(p, name)) {
+        if (typeof v === 'string' && !v.startsWith('data:')) await checkAttachmentPath(v, attachmentPolicy);
+      }
+    }
+  };
 
   /** Every successful outbound send is logged as one record (the health check reads them). */
   const outbound = (method: string, result: unknown) => {
@@ -177,7 +206,7 @@ export async function start(
         inbox: box,
         dispatcher,
         invoke: metrics.count(invokeFor(null), 'http'),
-        serving: () => backend.state() === 'serving',
+        serving: () => backend.state() === 'serving' && !backend.fault?.(),
         status,
         logger,
       })
@@ -186,6 +215,8 @@ export async function start(
     ? new TcpTransport({
         maxLineBytes: config.maxRequestBytes,
         maxConnections: config.maxConnections,
+        maxConnectionsPerSource: config.maxConnectionsPerSource,
+        idleTimeoutMs: config.tcpIdleTimeoutMs,
         receiveMode: config.receiveMode,
         inbox: box,
         dispatcher,

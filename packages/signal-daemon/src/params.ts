@@ -6,6 +6,13 @@ import { METHOD_PARAMS, type MethodParams, type ParamSpec } from './methods-para
 
 export type Params = Record<string, unknown>;
 
+/** A value as it may appear in an error message: short, and never a failure itself (deep nesting). */
+function show(v: unknown): string {
+  if (v !== null && typeof v === 'object') return Array.isArray(v) ? 'an array' : 'an object';
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 64 ? `${text.slice(0, 61)}...` : text;
+}
+
 export function asParams(params: unknown): Params {
   if (params === undefined || params === null) return {};
   if (typeof params !== 'object' || Array.isArray(params)) {
@@ -47,6 +54,9 @@ export function resolveParams(method: string, params: unknown, table = METHOD_PA
     );
     if (found.length === 0) continue;
     const key = found[0]!;
+    for (const n of found) {
+      if (tooDeep(given[n])) throw invalidParams(`${n} is nested deeper than ${MAX_DEPTH} levels`);
+    }
     const value = given[key];
     const other = found.find((n) => JSON.stringify(given[n]) !== JSON.stringify(value));
     if (other !== undefined) throw invalidParams(`${key} and ${other} are the same parameter: give one of them`);
@@ -58,6 +68,24 @@ export function resolveParams(method: string, params: unknown, table = METHOD_PA
     out[name] = resolved;
   }
   return out;
+}
+
+/** No documented parameter nests deeper than this; a deeper value is refused before it is compared or shown. */
+export const MAX_DEPTH = 8;
+
+/** Whether `v` nests arrays or objects more than MAX_DEPTH levels (iterative: never overflows the stack). */
+function tooDeep(v: unknown): boolean {
+  let level: unknown[] = [v];
+  for (let depth = 0; level.length > 0; depth++) {
+    const next: unknown[] = [];
+    for (const x of level) {
+      if (x === null || typeof x !== 'object') continue;
+      if (depth >= MAX_DEPTH) return true;
+      for (const y of Array.isArray(x) ? x : Object.values(x)) next.push(y);
+    }
+    level = next;
+  }
+  return false;
 }
 
 function check(key: string, spec: ParamSpec, v: unknown, inList: boolean): void {
@@ -105,7 +133,7 @@ export function list(p: Params, name: string): unknown[] {
 export function numbers(p: Params, name: string): string[] {
   return list(p, name).map((v) => {
     if (typeof v !== 'string' || !isPhoneNumber(v)) {
-      throw invalidParams(`${name} must be phone numbers in E.164 form, got ${JSON.stringify(v)}`);
+      throw invalidParams(`${name} must be phone numbers in E.164 form, got ${show(v)}`);
     }
     return v;
   });

@@ -1,6 +1,6 @@
 /** Test helpers: real daemons (in-process or as processes), real HTTP, TCP and SSE clients. */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -244,18 +244,50 @@ export class SseClient {
   }
 }
 
-/** A daemon as a real process; resolves once it logged its bound addresses. */
+/**
+ * A daemon as a real process (under `umask` when given, e.g. '022'); resolves once it logged its
+ * bound addresses.
+ */
 export function spawnDaemon(
   args: string[],
   env: NodeJS.ProcessEnv = {},
+  umask?: string,
 ): Promise<{ child: ChildProcess; http: HostPort | null; tcp: HostPort | null; output: () => string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const [cmd, argv] = umask
+      ? ['/bin/sh', ['-c', `umask ${umask}; exec "$@"`, 'sh', process.execPath, BIN, ...args]]
+      : [process.execPath, [BIN, ...args]];
+    const child = spawn(cmd, argv, {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
-    const t = setTimeout(() => reject(new Error(`daemon did not start:\n${out}`)), 15_000);
+    // With --log-file the log (and its "listening" record) goes to the file.
+    const logFile = args.includes('--log-file') ? args[args.indexOf('--log-file') + 1] : undefined;
+    let fromFile = '';
+    const t = setTimeout(() => {
+      clearInterval(poll);
+      child.kill('SIGKILL');
+      reject(new Error(`daemon did not start:\n${out}${fromFile}`));
+    }, 15_000);
+    const poll = setInterval(() => {
+      if (!logFile) return;
+      try {
+        fromFile = readFileSync(logFile, 'utf8');
+      } catch {
+        return;
+      }
+      check(fromFile);
+    }, 50);
+    const check = (text: string) => {
+      const line = text.split('\n').find((l) => l.includes('"msg":"listening"'));
+      if (!line) return;
+      clearTimeout(t);
+      clearInterval(poll);
+      const rec = JSON.parse(line) as { http: string; tcp: string };
+      const addr = (a: string) => (a === 'off' ? null : parseHostPort(a));
+      resolve({ child, http: addr(rec.http), tcp: addr(rec.tcp), output: () => out });
+    };
     child.stdout!.setEncoding('utf8');
     child.stderr!.setEncoding('utf8');
     child.stderr!.on('data', (s: string) => {
@@ -263,16 +295,11 @@ export function spawnDaemon(
     });
     child.stdout!.on('data', (s: string) => {
       out += s;
-      const line = out.split('\n').find((l) => l.includes('"msg":"listening"'));
-      if (line) {
-        clearTimeout(t);
-        const rec = JSON.parse(line) as { http: string; tcp: string };
-        const addr = (a: string) => (a === 'off' ? null : parseHostPort(a));
-        resolve({ child, http: addr(rec.http), tcp: addr(rec.tcp), output: () => out });
-      }
+      check(out);
     });
     child.on('exit', (code) => {
       clearTimeout(t);
+      clearInterval(poll);
       reject(new Error(`daemon exited with ${code} before listening:\n${out}`));
     });
   });

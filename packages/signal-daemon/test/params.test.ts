@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { LOCAL_METHODS } from '../src/localnet/backend.js';
 import { METHOD_PARAMS } from '../src/methods-params.js';
-import { dashed, resolveParams } from '../src/params.js';
+import { dashed, MAX_DEPTH, resolveParams } from '../src/params.js';
 import { rpc, SseClient, startDaemon, tmpDir } from './helpers.js';
 
 const A = '+15550000001';
@@ -25,6 +25,15 @@ const failsWith = (f: () => unknown, code: number, text: RegExp) => {
 };
 
 describe('resolveParams', () => {
+  it('refuses a value nested deeper than MAX_DEPTH with -32602 naming it, without overflowing the stack', () => {
+    let deep: unknown = '+15550000002';
+    for (let i = 0; i < 50_000; i++) deep = [deep];
+    failsWith(() => resolveParams('send', { recipients: deep, message: 'x' }), -32602, /recipients is nested deeper/);
+    let shallow: unknown = 'x';
+    for (let i = 0; i < MAX_DEPTH; i++) shallow = [shallow];
+    failsWith(() => resolveParams('send', { recipient: shallow }), -32602, /^Invalid params: recipient must be/);
+  });
+
   it('finds a parameter under its camelCase or dashed name, a list under its singular or plural name', () => {
     for (const key of ['groupId', 'group-id', 'groupIds', 'group-ids']) {
       expect(resolveParams('block', { [key]: 'g1' })).toEqual({ groupId: ['g1'] });

@@ -1,7 +1,7 @@
 /** The account itself and the network's accounts: updateProfile, sendSyncRequest, listAccounts. */
 import { invalidParams } from '../errors.js';
 import { optBool, optString, type Params } from '../params.js';
-import { attachment } from './messages.js';
+import { stagedAttachments } from './messages.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 
 /**
@@ -21,7 +21,7 @@ async function updateProfile(ctx: LocalContext, p: Params): Promise<Record<strin
   if (avatarSpec !== undefined && removeAvatar) throw invalidParams('avatar and removeAvatar exclude each other');
   let avatar = removeAvatar ? null : records.avatar(me.number);
   if (avatarSpec !== undefined) {
-    const { staged } = ctx.store.stageAttachments(() => attachment(ctx, avatarSpec));
+    const { staged } = await stagedAttachments(ctx, [avatarSpec]);
     avatar = staged[0]!.data;
   }
   const profile = {

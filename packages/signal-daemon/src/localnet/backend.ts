@@ -1,7 +1,8 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { type Envelope, type Logger, RpcErrorCode, type SendResultEntry } from '@vigil/shared-types';
-import { ensureDir, writeFileAtomic } from '@vigil/shared-types/node';
+import { ensureDir, PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
+import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
@@ -9,6 +10,7 @@ import { resolveParams } from '../params.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
 import { contactMethods } from './contacts.js';
+import { FaultEpisode, isStorageFault, RETRY_INITIAL_MS, RETRY_MAX_MS } from './fault.js';
 import { groupMethods } from './groups.js';
 import { identityMethods } from './identities.js';
 import { loadIdentity, untrusted } from './identity.js';
@@ -25,13 +27,30 @@ export interface LocalBackendOptions {
   readonly localnet: string;
   readonly dataDir: string;
   readonly linkTimeoutMs: number;
-  readonly maxAttachmentBytes: number;
+  readonly attachmentPolicy: AttachmentPolicy;
   readonly logger: Logger;
   /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
   readonly inbox: (db: NetworkStore['db']) => Inbox;
 }
 
 const POLL_MS = 250;
+/** Methods whose success proves that the file can be written. */
+const WRITES = new Set([
+  'send',
+  'sendReceipt',
+  'sendTyping',
+  'sendReaction',
+  'remoteDelete',
+  'sendMessageRequestResponse',
+  'updateGroup',
+  'joinGroup',
+  'quitGroup',
+  'updateContact',
+  'updateProfile',
+  'trust',
+  'block',
+  'unblock',
+]);
 const DELIVERY_BATCH = 512;
 
 /** Every method of the local network, from its subject's module (see methods.ts). */
@@ -78,6 +97,11 @@ export class LocalBackend implements Backend {
   private lastDataVersion = -1;
   private closed = false;
   private readonly waits = new Set<() => void>();
+  /** A full disk or an I/O error: one episode, retried with backoff (see fault.ts). */
+  readonly storage: FaultEpisode;
+  /** Another delivery failure: retried with backoff, logged once per episode. */
+  private deliveryFault: { since: number; failures: number; delayMs: number; timer: NodeJS.Timeout | null } | null =
+    null;
 
   constructor(private readonly o: LocalBackendOptions) {
     this.store = new NetworkStore(o.localnet);
@@ -90,6 +114,14 @@ export class LocalBackend implements Backend {
         account: this.me.number,
       });
     }
+    this.storage = new FaultEpisode(
+      o.logger,
+      () => this.store.probeWrite(this.me.number),
+      () => {
+        this.lastDataVersion = -1;
+        this.scheduleDelivery();
+      },
+    );
     this.inbox = o.inbox(this.store.db);
     this.context = {
       store: this.store,
@@ -99,14 +131,14 @@ export class LocalBackend implements Backend {
       displayName: (number) => displayName(this.records, this.store.account(number), number),
       me: this.me,
       linkTimeoutMs: o.linkTimeoutMs,
-      maxAttachmentBytes: o.maxAttachmentBytes,
+      attachmentPolicy: o.attachmentPolicy,
       closed: () => this.closed,
       nextTimestamp: () => this.nextTimestamp(),
       envelope: (timestamp, body) => this.envelope(timestamp, body),
       post: (recipients, envelope, options) => this.post(recipients, envelope, options),
       waitForChange: (ms) => this.waitForChange(ms),
     };
-    ensureDir(join(o.dataDir, 'attachments'));
+    ensureDir(join(o.dataDir, 'attachments'), PRIVATE_DIR, true);
     this.deliver();
     try {
       this.watcher = watch(dirname(o.localnet), { persistent: false }, () => this.scheduleDelivery());
@@ -130,11 +162,26 @@ export class LocalBackend implements Backend {
     return this.closed ? 'down' : 'serving';
   }
 
+  fault(): string | null {
+    return this.storage.active ? `the local network's storage is failing: ${this.storage.reason}` : null;
+  }
+
   async call(method: string, raw: unknown): Promise<unknown> {
     const fn = METHODS.get(method);
     if (!fn) throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
-    // Every parameter resolved once, as signal-cli resolves them, before the method sees it.
-    return fn(this.context, resolveParams(method, raw));
+    try {
+      // Every parameter resolved once, as signal-cli resolves them, before the method sees it.
+      const result = await fn(this.context, resolveParams(method, raw));
+      if (WRITES.has(method)) this.storage.ok();
+      return result;
+    } catch (err) {
+      if (!isStorageFault(err)) throw err;
+      this.storage.fail(err, method);
+      throw new RpcFailure(
+        RpcErrorCode.IO_ERROR,
+        `I/O error: the local network's storage is failing (${(err as Error).message}); nothing was sent`,
+      );
+    }
   }
 
   async close(): Promise<void> {
@@ -142,6 +189,8 @@ export class LocalBackend implements Backend {
     this.closed = true;
     this.watcher?.close();
     if (this.poll) clearInterval(this.poll);
+    this.storage.stop();
+    if (this.deliveryFault?.timer) clearTimeout(this.deliveryFault.timer);
     for (const wake of this.waits) wake();
     await this.store.close();
   }
@@ -149,7 +198,8 @@ export class LocalBackend implements Backend {
   // ---- delivery -------------------------------------------------------------------------
 
   private scheduleDelivery(): void {
-    if (this.deliveryScheduled || this.closed) return;
+    // While a fault lasts, its backoff (not every change of the file) decides when to try again.
+    if (this.deliveryScheduled || this.closed || this.storage.active || this.deliveryFault?.timer) return;
     this.deliveryScheduled = true;
     setImmediate(() => {
       this.deliveryScheduled = false;
@@ -158,17 +208,51 @@ export class LocalBackend implements Backend {
         const v = this.store.dataVersion();
         if (v === this.lastDataVersion) return;
         this.lastDataVersion = v;
-        this.deliver();
-        for (const wake of this.waits) wake();
-      } catch (err) {
-        this.o.logger.error('delivery from the local network failed; will retry', { error: String(err) });
+        this.deliverNow();
+      } catch {
+        // deliverNow handles its failures; dataVersion failing is retried at the next poll
         this.lastDataVersion = -1;
       }
     });
   }
 
-  /** Moves this account's mail into the inbox, oldest first, one transaction per batch. */
-  private deliver(): void {
+  /** Delivers, and handles a failure: one log line per episode, retries with backoff. */
+  private deliverNow(): void {
+    try {
+      if (this.deliver() > 0) this.storage.ok();
+      if (this.deliveryFault) {
+        this.o.logger.info('delivery from the local network works again', {
+          failedAttempts: this.deliveryFault.failures,
+          forS: Math.round((Date.now() - this.deliveryFault.since) / 1000),
+        });
+        this.deliveryFault = null;
+      }
+      for (const wake of this.waits) wake();
+    } catch (err) {
+      this.lastDataVersion = -1;
+      if (isStorageFault(err)) {
+        this.storage.fail(err, 'delivery from the local network');
+        return;
+      }
+      this.deliveryFault ??= { since: Date.now(), failures: 0, delayMs: RETRY_INITIAL_MS, timer: null };
+      const f = this.deliveryFault;
+      f.failures++;
+      if (f.failures === 1) {
+        this.o.logger.error('delivery from the local network failed; retrying with backoff', { error: String(err) });
+      }
+      const delay = f.delayMs;
+      f.delayMs = Math.min(f.delayMs * 2, RETRY_MAX_MS);
+      f.timer = setTimeout(() => {
+        f.timer = null;
+        if (!this.closed) this.deliverNow();
+      }, delay);
+      f.timer.unref();
+    }
+  }
+
+  /** Moves this account's mail into the inbox, oldest first, one transaction per batch; how many. */
+  private deliver(): number {
+    let moved = 0;
     while (!this.closed && this.store.hasMail(this.me.number)) {
       const { envelopes, lastId } = this.store.mail(this.me.number, DELIVERY_BATCH);
       const now = Date.now();
@@ -178,10 +262,12 @@ export class LocalBackend implements Backend {
         this.store.deleteMailUpTo(this.me.number, lastId);
         for (const e of accepted) this.noteSender(e);
       });
+      moved += envelopes.length;
       if (accepted.length < envelopes.length) {
         this.o.logger.info('dropped messages from blocked senders', { count: envelopes.length - accepted.length });
       }
     }
+    return moved;
   }
 
   /** A blocked sender's messages, and messages to a blocked group, are not delivered. */
@@ -285,7 +371,7 @@ export class LocalBackend implements Backend {
   /** Our own connection's commits do not change data_version: deliver note-to-self mail directly. */
   private scheduleSelfDelivery(): void {
     setImmediate(() => {
-      if (!this.closed) this.deliver();
+      if (!this.closed && !this.storage.active) this.deliverNow();
     });
   }
 }

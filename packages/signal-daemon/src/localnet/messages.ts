@@ -1,7 +1,6 @@
 /** Messages: send (to numbers, groups, note to self; with attachments, styles, quotes, edits), sendReceipt, sendTyping. */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
-import { basename, isAbsolute } from 'node:path';
+import { basename } from 'node:path';
 import {
   type DataMessage,
   type Mention,
@@ -14,12 +13,14 @@ import {
   type SyncMessage,
   type TextStyle,
 } from '@vigil/shared-types';
+import { readAttachmentFile } from '../attachments.js';
 import { invalidParams, RpcFailure, userError } from '../errors.js';
 import { numbers, optBool, optString, type Params, strings, timestamps } from '../params.js';
 import { mentions, previews, quote, textStyles } from './content.js';
 import { memberGroup } from './groups.js';
 import type { EnvelopeBody, LocalContext, LocalMethods } from './methods.js';
 import { contentTypeOf } from './sniff.js';
+import type { AttachmentRow } from './store.js';
 
 /** A send that reached nobody it was meant for fails as signal-cli's does (-1, or -4 for an untrusted identity). */
 export function finishSend(timestamp: number, results: SendResultEntry[], what: string): SendResult {
@@ -124,10 +125,9 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
     throw userError(`Message to edit not found: no message of this account was sent at ${editTimestamp}`);
   }
   const groups = sendableGroups(ctx, groupIds);
-  // Attachments are staged, and stored with the message: a send that fails stores none.
-  const { result: attachments, staged } = ctx.store.stageAttachments(() =>
-    strings(p, 'attachment').map((a) => attachment(ctx, a)),
-  );
+  // Attachments are all read and checked first, then staged, and stored with the message: a
+  // refused attachment or a send that fails stores none.
+  const { result: attachments, staged } = await stagedAttachments(ctx, strings(p, 'attachment'));
   if (message === null && attachments.length === 0) throw invalidParams('message or attachments required');
   let stored = false;
   const alsoInTransaction = () => {
@@ -168,37 +168,48 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
 }
 
 /** An attachment given as a data URI (`data:MIME[;filename=NAME];base64,DATA`) or a file path. */
-export function attachment(ctx: LocalContext, spec: string): Record<string, unknown> {
-  let contentType = 'application/octet-stream';
-  let filename: string | null = null;
-  let data: Buffer;
+export async function readAttachment(ctx: LocalContext, spec: string): Promise<AttachmentRow> {
+  const id = randomBytes(12).toString('hex');
   const uri = /^data:([^;,]+)?((?:;[^;,=]+=[^;,]*)*)(;base64)?,(.*)$/s.exec(spec);
-  if (uri) {
-    contentType = uri[1] ?? 'text/plain';
-    filename = /;filename=([^;,]*)/.exec(uri[2] ?? '')?.[1] ?? null;
-    data = uri[3] ? Buffer.from(uri[4] ?? '', 'base64') : Buffer.from(decodeURIComponent(uri[4] ?? ''));
-  } else if (isAbsolute(spec)) {
-    let size: number;
-    try {
-      size = statSync(spec).size;
-    } catch {
-      throw invalidParams(`attachment ${spec} cannot be read`);
-    }
-    if (size > ctx.maxAttachmentBytes)
-      throw invalidParams(`attachment ${spec} is larger than ${ctx.maxAttachmentBytes} bytes`);
-    data = readFileSync(spec);
-    filename = basename(spec);
-    contentType = contentTypeOf(data);
-  } else {
-    throw invalidParams('attachments must be data URIs (data:MIME;base64,DATA) or absolute file paths');
+  if (!uri) {
+    // A path: checked (regular file, size, allowed directories) before it is read, off the event loop.
+    const data = await readAttachmentFile(spec, ctx.attachmentPolicy);
+    return { id, contentType: contentTypeOf(data), filename: basename(spec), data };
   }
-  const id = `${randomBytes(12).toString('hex')}`;
-  ctx.store.putAttachment({ id, contentType, filename, data });
+  const contentType = uri[1] ?? 'text/plain';
+  const filename = /;filename=([^;,]*)/.exec(uri[2] ?? '')?.[1] ?? null;
+  let data: Buffer;
+  try {
+    data = uri[3] ? Buffer.from(uri[4] ?? '', 'base64') : Buffer.from(decodeURIComponent(uri[4] ?? ''));
+  } catch {
+    throw invalidParams('attachment data URI is not validly percent-encoded');
+  }
+  if (data.length > ctx.attachmentPolicy.maxBytes) {
+    throw invalidParams(`attachment data URI is larger than the limit of ${ctx.attachmentPolicy.maxBytes} bytes`);
+  }
+  return { id, contentType, filename, data };
+}
+
+/**
+ * Reads every attachment (each refusal -32602 naming it), then stages them: the rows come back to
+ * be written with `store.storeAttachments` in the transaction that stores what refers to them.
+ */
+export async function stagedAttachments(
+  ctx: LocalContext,
+  specs: readonly string[],
+): Promise<{ result: Record<string, unknown>[]; staged: AttachmentRow[] }> {
+  const rows: AttachmentRow[] = [];
+  for (const spec of specs) rows.push(await readAttachment(ctx, spec));
+  return ctx.store.stageAttachments(() => rows.map((a) => attachmentPointer(ctx, a)));
+}
+
+function attachmentPointer(ctx: LocalContext, a: AttachmentRow): Record<string, unknown> {
+  ctx.store.putAttachment(a);
   return {
-    contentType,
-    filename,
-    id,
-    size: data.length,
+    contentType: a.contentType,
+    filename: a.filename,
+    id: a.id,
+    size: a.data.length,
     width: null,
     height: null,
     caption: null,

@@ -5,6 +5,7 @@
  * module and one more entry in the backend's list.
  */
 import type { Envelope, SendResultEntry } from '@vigil/shared-types';
+import type { AttachmentPolicy } from '../attachments.js';
 import type { Params } from '../params.js';
 import type { Records } from './records.js';
 import type { AccountRow, NetworkStore } from './store.js';
@@ -35,7 +36,8 @@ export interface LocalContext {
   readonly me: AccountRow;
   /** Bounded wait of finishLink for a primary; a link URI older than twice this has expired. */
   readonly linkTimeoutMs: number;
-  readonly maxAttachmentBytes: number;
+  /** What a file path given as an attachment may name. */
+  readonly attachmentPolicy: AttachmentPolicy;
   /** True once the daemon is shutting down. */
   closed(): boolean;
   /** Message timestamps are message ids: strictly increasing per account. */

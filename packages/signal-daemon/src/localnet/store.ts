@@ -99,6 +99,7 @@ export class NetworkStore {
       ),
       attachment: db.prepare('SELECT id, content_type AS contentType, filename, data FROM attachments WHERE id = ?'),
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
+      probe: db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
     };
   }
 
@@ -303,6 +304,11 @@ export class NetworkStore {
   /** Changes whenever another connection commits to the file. */
   dataVersion(): number {
     return this.s.dataVersion.get() as number;
+  }
+
+  /** A small write that proves the file can be written (after a storage fault). */
+  probeWrite(account: string): void {
+    this.s.probe.run(`probe:${account}`, String(Date.now()));
   }
 
   /** Closes the connection and waits for the checkpointer's to be closed too. */

@@ -25,6 +25,10 @@ const PULL = 256;
 export interface TcpOptions {
   readonly maxLineBytes: number;
   readonly maxConnections: number;
+  /** Most connections from one source address. */
+  readonly maxConnectionsPerSource: number;
+  /** A connection that is not receiving and sent nothing this long is closed; 0: never. */
+  readonly idleTimeoutMs: number;
   readonly receiveMode: ReceiveMode;
   readonly inbox: Inbox;
   readonly dispatcher: Dispatcher;
@@ -49,6 +53,7 @@ export class TcpConnection {
   private readonly subscriptions = new Map<number, number>();
   private nextSubscription = 0;
   private closed = false;
+  private idleTimer: NodeJS.Timeout | null = null;
   private readonly onAppended = () => this.pump();
   /** Set once this connection receives notifications (held messages: see Inbox.consumer). */
   private consumer: HoldConsumer | null = null;
@@ -59,7 +64,9 @@ export class TcpConnection {
   ) {
     this.framer = new LineFramer({ maxLineBytes: o.maxLineBytes });
     socket.setNoDelay(true);
+    if (o.idleTimeoutMs > 0) this.idleTimer = setTimeout(() => this.idle(), o.idleTimeoutMs).unref();
     socket.on('data', (chunk: Buffer) => {
+      this.idleTimer?.refresh();
       for (const frame of this.framer.push(chunk)) this.handle(frame);
     });
     socket.on('end', () => {
@@ -91,6 +98,28 @@ export class TcpConnection {
 
   unsubscribe(id: number): boolean {
     return this.subscriptions.delete(id);
+  }
+
+  /** A consumer of notifications: on-start mode, or a receive subscription. */
+  get receiving(): boolean {
+    return this.cursor !== null || this.subscriptions.size > 0;
+  }
+
+  /**
+   * The idle timer ran out: a connection that receives notifications, or has calls under way,
+   * is not idle (it stays however quiet); any other is closed.
+   */
+  private idle(): void {
+    if (this.closed) return;
+    if (this.receiving || this.inFlight > 0) {
+      this.idleTimer?.refresh();
+      return;
+    }
+    this.o.logger.debug('tcp connection closed: idle', {
+      remote: this.socket.remoteAddress,
+      idleTimeoutS: this.o.idleTimeoutMs / 1000,
+    });
+    this.close();
   }
 
   private handle(frame: Frame): void {
@@ -185,30 +214,74 @@ export class TcpConnection {
   private dispose(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
     this.o.inbox.off('appended', this.onAppended);
     this.consumer?.close();
   }
 }
 
+/** An IPv4 address mapped into IPv6 is the IPv4 address. */
+const sourceOf = (socket: Socket): string => (socket.remoteAddress ?? '?').replace(/^::ffff:(?=\d+\.)/, '');
+
+/**
+ * The TCP listener. Fairness: at most `maxConnections` connections (more are dropped by the
+ * server), and at most `maxConnectionsPerSource` from one source address, so one client cannot
+ * take every slot; a refused connection is closed at once. Refusals are logged once per episode
+ * (its first refusal), and the end of the episode with the count.
+ */
 export class TcpTransport {
   readonly server: Server;
   readonly connections = new Set<TcpConnection>();
+  private readonly perSource = new Map<string, number>();
+  private readonly perSourceLimit: number;
+  /** Refusals of the episode under way, by source ('*' for the global limit). */
+  private readonly refused = new Map<string, number>();
 
   constructor(private readonly o: TcpOptions) {
+    this.perSourceLimit = o.maxConnectionsPerSource;
     this.server = createServer({ noDelay: true, allowHalfOpen: true }, (socket) => this.accept(socket));
     this.server.maxConnections = o.maxConnections;
-    this.server.on('drop', (data) => {
-      o.logger.warn('tcp connection refused: too many connections', {
-        limit: o.maxConnections,
-        remote: data?.remoteAddress,
+    this.server.on('drop', (data) => this.refuse('*', data?.remoteAddress, 'too many connections', o.maxConnections));
+  }
+
+  private refuse(key: string, remote: string | undefined, why: string, limit: number): void {
+    const n = (this.refused.get(key) ?? 0) + 1;
+    this.refused.set(key, n);
+    if (n === 1) this.o.logger.warn(`tcp connections refused: ${why}`, { limit, remote });
+  }
+
+  /** Ends the refusal episodes that a closed connection made room for. */
+  private endEpisodes(source: string): void {
+    for (const key of ['*', source]) {
+      const n = this.refused.get(key);
+      if (n === undefined) continue;
+      this.refused.delete(key);
+      this.o.logger.info('tcp connections accepted again', {
+        ...(key === '*' ? {} : { remote: key }),
+        refused: n,
       });
-    });
+    }
   }
 
   private accept(socket: Socket): void {
+    const source = sourceOf(socket);
+    const count = this.perSource.get(source) ?? 0;
+    if (count >= this.perSourceLimit) {
+      socket.on('error', () => {});
+      socket.destroy();
+      this.refuse(source, source, 'too many connections from one source', this.perSourceLimit);
+      return;
+    }
+    this.perSource.set(source, count + 1);
     const conn = new TcpConnection(socket, this.o);
     this.connections.add(conn);
-    socket.on('close', () => this.connections.delete(conn));
+    socket.on('close', () => {
+      this.connections.delete(conn);
+      const left = (this.perSource.get(source) ?? 1) - 1;
+      if (left > 0) this.perSource.set(source, left);
+      else this.perSource.delete(source);
+      this.endEpisodes(source);
+    });
   }
 
   /** Stops accepting; the open connections stay until closeConnections. */
