@@ -134,7 +134,11 @@ const program = new Command(BIN)
   .exitOverride()
   .action(async (o) => {
     const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
-    const daemon = await start({
+    // The handlers are in place before `listening` is logged: a SIGTERM sent as soon as a
+    // supervisor reads that line stops the daemon cleanly (exit 0) instead of killing it.
+    let started: Promise<{ close(): Promise<void> }> | undefined;
+    stopOnSignals({ close: async () => (await started)?.close() }, logger);
+    started = start({
       account: o.account,
       backend: o.backend,
       http: o.http,
@@ -165,7 +169,7 @@ const program = new Command(BIN)
       },
       logger,
     });
-    stopOnSignals(daemon, logger);
+    await started;
   });
 
 await runCli(BIN, () => program.parseAsync(process.argv));
