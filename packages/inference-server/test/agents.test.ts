@@ -10,6 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Prober } from '@vigil/guardian';
 import OpenAI from 'openai';
 import { makeTiny, request, type ServerProcess, spawnServer, tmpDir, url, waitHealthy } from './helpers.js';
 
@@ -350,6 +351,23 @@ describe('the API key', () => {
     expect((await request(s.http!, { path: '/health' })).status).toBe(200);
     const ok = await request(s.http!, { path: '/v1/models', headers: { authorization: `Bearer ${KEY}` } });
     expect(ok.status).toBe(200);
+  });
+
+  it("is sent by the guardian's probe when its apiKeyFile is configured", async () => {
+    const prober = new Prober({ budgetMs: 10_000, prompt: 'ping', canaryPrompt: 'ping', canaryMaxTokens: 2 });
+    try {
+      const withKey = await prober.probe('chat', {
+        http: s.http!,
+        model: 'tiny',
+        apiKeyFile: join(tmp.dir, 'api-key'),
+      });
+      expect(withKey).toMatchObject({ ok: true });
+      const without = await prober.probe('chat', { http: s.http!, model: 'tiny' });
+      expect(without).toMatchObject({ ok: false, cause: 'http_error' });
+      expect(without.snippet).toContain('HTTP 401');
+    } finally {
+      prober.close();
+    }
   });
 });
 
