@@ -26,6 +26,8 @@ export interface ProbeTarget {
   /** When set, probes go here over mutual TLS instead of to `http`. */
   readonly mtls?: MtlsTarget | undefined;
   readonly model: string;
+  /** The server's API key file (first line): sent as `Authorization: Bearer` on plain HTTP. */
+  readonly apiKeyFile?: string | undefined;
 }
 
 export interface ProbeSettings {
@@ -126,6 +128,10 @@ export class Prober {
         timeout: { request: budgetMs },
         ...(signal ? { signal } : {}),
         ...(target.mtls ? { https: tlsOptions(target.mtls) } : {}),
+        // Read at each probe, as the certificates: a rotated key is picked up without a restart.
+        ...(!target.mtls && target.apiKeyFile
+          ? { headers: { authorization: `Bearer ${readFileSync(target.apiKeyFile, 'utf8').split('\n')[0]!.trim()}` } }
+          : {}),
       };
       const res =
         kind === 'models' || kind === 'busy'

@@ -73,7 +73,7 @@ describe('configuration', () => {
       ),
     ).toThrow(
       new Error(
-        'invalid configuration: primary.htp: unknown key (known: agent, http, mtls, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
+        'invalid configuration: primary.htp: unknown key (known: agent, http, mtls, apiKeyFile, model, service, accessLog, log, binary, manifest, codesign, standalone, standaloneTimeoutS); ' +
           'alerts: unknown key (known: intervalS, probeBudgetS, busyWindowS, failuresBeforeRestart, maxRestarts, restartWindowS, modelListIntervalS, canaryIntervalS, integrityIntervalS, circuitBreakerCauses, circuitWindowS, recentLogS, startGraceS, busyCheckS, commandTimeoutS, probePrompt, canaryPrompt, canaryMaxTokens, stateFile, lockFile, logFile, metricsFile, ping, pingTimeoutS, primary, fallback, alert); ' +
           'intervalS: expected a number, got "60"; maxRestarts: expected an integer, got 2.5; ' +
           'primary.model: missing; primary.service.unit: required for systemd',

@@ -142,10 +142,27 @@ const completionBody = (maxTokens, stream = false, messages = PROMPT) => ({
   ...(stream ? { stream: true } : {}),
 });
 
+/** Structured output: a schema whose answers run to max_tokens (a long array of short strings). */
+const JSON_SCHEMA_FORMAT = {
+  response_format: {
+    type: 'json_schema',
+    json_schema: {
+      name: 'bench',
+      strict: true,
+      schema: {
+        type: 'object',
+        properties: { items: { type: 'array', items: { type: 'string', maxLength: 24 }, minItems: 256 } },
+        required: ['items'],
+        additionalProperties: false,
+      },
+    },
+  },
+};
+
 /** One completion over HTTP: tokens/s of the whole request. */
-async function serverCompletion() {
+async function serverCompletion(extra = {}) {
   const t0 = now();
-  const r = await post(completionBody(TOKENS));
+  const r = await post({ ...completionBody(TOKENS), ...extra });
   const ms = now() - t0;
   if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${r.text}`);
   const tokens = JSON.parse(r.text).usage.completion_tokens;
@@ -288,9 +305,11 @@ async function main() {
     throw e;
   });
   await serverTtft();
+  await serverCompletion(JSON_SCHEMA_FORMAT);
   await Promise.all(Array.from({ length: PARALLEL }, () => post(completionBody(16))));
 
   const single = { server: [], baseline: [] };
+  const grammar = [];
   const ttft = { server: [], baseline: [] };
   const par = { one: [], four: [] };
   for (let round = 0; round < ROUNDS; round++) {
@@ -298,6 +317,7 @@ async function main() {
     single.baseline.push(b.tps);
     const s = await serverCompletion();
     single.server.push(s.tps);
+    grammar.push((await serverCompletion(JSON_SCHEMA_FORMAT)).tps);
     ttft.baseline.push((await baseline.generate(8, freshPrompt())).ttft);
     ttft.server.push(await serverTtft());
     // one client vs 4 at once, over HTTP
@@ -308,7 +328,7 @@ async function main() {
     const tokens = all.reduce((n, r) => n + JSON.parse(r.text).usage.completion_tokens, 0);
     par.four.push((tokens / ms) * 1000);
     log(
-      `round ${round + 1}/${ROUNDS}: in-process ${b.tps.toFixed(1)} tok/s, HTTP ${s.tps.toFixed(1)} tok/s, 4 clients ${((tokens / ms) * 1000).toFixed(1)} tok/s`,
+      `round ${round + 1}/${ROUNDS}: in-process ${b.tps.toFixed(1)} tok/s, HTTP ${s.tps.toFixed(1)} tok/s, JSON schema ${grammar[round].toFixed(1)} tok/s, 4 clients ${((tokens / ms) * 1000).toFixed(1)} tok/s`,
     );
   }
 
@@ -357,6 +377,7 @@ async function main() {
   const m = {
     singleServer: median(single.server),
     singleBaseline: median(single.baseline),
+    jsonSchema: median(grammar),
     ttftServer: median(ttft.server),
     ttftBaseline: median(ttft.baseline),
     one: median(par.one),
@@ -377,6 +398,14 @@ async function main() {
       (m.singleServer / m.singleBaseline).toFixed(3),
       '>= 0.95',
       m.singleServer / m.singleBaseline >= 0.95,
+    ],
+    [
+      'tokens/s, JSON-schema grammar vs free text (HTTP)',
+      m.jsonSchema.toFixed(1),
+      m.singleServer.toFixed(1),
+      (m.jsonSchema / m.singleServer).toFixed(3),
+      'report',
+      null,
     ],
     [
       'time to first token, ms (HTTP stream vs in-process)',

@@ -148,6 +148,20 @@ program
       'a web origin (scheme://host[:port]) whose pages may call the API (repeatable; default: none, requests with another Origin get 403)',
     ).argParser(collect),
   )
+  .addOption(
+    opt(
+      '--api-key-file <file>',
+      'require "Authorization: Bearer KEY" (KEY: the first line of this file) on the plain listener, but for /health',
+    ),
+  )
+  .addOption(
+    opt('--max-n <n>', 'most choices (n) one completion request may ask for').argParser(int(1)).default(DEFAULTS.maxN),
+  )
+  .addOption(
+    opt('--sse-keepalive <s>', 'a stream silent this long (a long prompt) gets an SSE comment; 0: never')
+      .argParser(seconds(0))
+      .default(DEFAULTS.sseKeepAliveMs / 1000),
+  )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .action(async (o, cmd: Command) => {
@@ -197,6 +211,9 @@ program
         maxBodyBytes: o.maxBodyBytes,
         allowNonLoopback: o.allowNonLoopback === true,
         allowOrigins: list(cmd, 'allowOrigin'),
+        apiKeyFile: o.apiKeyFile ?? null,
+        maxN: o.maxN,
+        sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
         logger,
       });
     } catch (err) {

@@ -8,9 +8,12 @@ import { randomInt } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { ServerContext } from './context.js';
+import type { Engine, FunctionCalling } from './engine.js';
 import { EndReason } from './errors.js';
+import { chatFunctions } from './history.js';
 import { readBody, sendError, sendJson } from './http.js';
 import {
+  type Choice,
   type CompletionRequest,
   chunk,
   completionBody,
@@ -21,9 +24,41 @@ import {
   parseCompletionRequest,
   shuttingDown,
   toApiError,
+  toolCallId,
   usage,
   usageChunk,
 } from './openai.js';
+import { invalid } from './request.js';
+
+/** What a request asks of generation beyond sampling: function calling, or a grammar. */
+interface Constraints {
+  readonly functionCalling?: FunctionCalling;
+  readonly grammar?: Awaited<ReturnType<Engine['grammarFor']>>;
+}
+
+/** Function calling and structured output for `body`; a grammar node-llama-cpp refuses is a 400. */
+async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Constraints> {
+  const { toolChoice, tools } = body;
+  if (toolChoice !== 'none' && tools.length > 0) {
+    const named = typeof toolChoice === 'object' ? tools.filter((t) => t.name === toolChoice.name) : tools;
+    return {
+      functionCalling: {
+        functions: chatFunctions(named),
+        force: toolChoice !== 'auto',
+        maxCalls: body.parallelToolCalls && typeof toolChoice !== 'object' ? Math.max(1, tools.length) : 1,
+      },
+    };
+  }
+  const f = body.responseFormat;
+  if (f.type === 'text') return {};
+  const schema = f.type === 'json_object' ? { type: 'object', additionalProperties: true } : f.schema;
+  try {
+    return { grammar: await eng.grammarFor(schema) };
+  } catch (err) {
+    const param = f.type === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format';
+    throw invalid(`Invalid '${param}': ${(err as Error).message}`, param, 'unsupported_value');
+  }
+}
 
 /** Reads and checks the request; throws ApiError (4xx, or 503 while loading or stopping). */
 async function readRequest(ctx: ServerContext, req: IncomingMessage): Promise<CompletionRequest> {
@@ -34,7 +69,7 @@ async function readRequest(ctx: ServerContext, req: IncomingMessage): Promise<Co
   } catch {
     throw invalidJson();
   }
-  const body = parseCompletionRequest(parsed);
+  const body = parseCompletionRequest(parsed, { maxN: ctx.config.maxN });
   if (!ctx.config.modelIds.includes(body.model)) throw modelNotFound(body.model);
   if (ctx.state() !== 'ready' || !ctx.engine()) throw ctx.state() === 'loading' ? modelLoading() : shuttingDown();
   return body;
@@ -90,11 +125,19 @@ export async function serveCompletion(
   let streaming = false;
   let promptTokens = 0;
   let completionTokens = 0;
-  const writeEvent = (data: unknown) => {
-    if (!res.destroyed && !res.writableEnded)
-      res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  let lastWrite = Date.now();
+  const write = (text: string) => {
+    if (!res.destroyed && !res.writableEnded) {
+      res.write(text);
+      lastWrite = Date.now();
+    }
   };
+  const writeEvent = (data: unknown) => write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  // While the prompt is evaluated (or the model is slow) a stream that has sent nothing for a
+  // while gets an SSE comment, so that proxies and clients do not give up on it.
+  let keepAlive: NodeJS.Timeout | undefined;
   try {
+    const constraints = await constraintsFor(eng, body);
     const held = await scheduler.acquire(ac.signal);
     if (ac.signal.aborted) {
       scheduler.release(held);
@@ -109,47 +152,81 @@ export async function serveCompletion(
         'x-accel-buffering': 'no',
       });
       streaming = true;
-      writeEvent(chunk(id, created, body.model, { role: 'assistant', content: '' }));
+      for (let i = 0; i < body.n; i++)
+        writeEvent(chunk(id, created, body.model, { role: 'assistant', content: '' }, null, i));
+      const every = config.sseKeepAliveMs;
+      if (every > 0) {
+        keepAlive = setInterval(() => {
+          if (Date.now() - lastWrite >= every) write(': keep-alive\n\n');
+        }, every);
+      }
     }
-    const generation = eng.complete(held, {
-      messages: body.messages,
-      maxTokens: body.maxTokens,
-      temperature: body.temperature,
-      topP: body.topP,
-      // llama.cpp's default seed is the current second: requests without one would repeat each other.
-      seed: body.seed ?? randomInt(0x1_0000_0000),
-      stop: body.stop,
-      frequencyPenalty: body.frequencyPenalty,
-      presencePenalty: body.presencePenalty,
-      signal: ac.signal,
-      onTokens: (n: number) => {
-        completionTokens = n;
-      },
-      ...(body.stream
-        ? {
-            onText: (text: string) => {
-              if (text !== '') writeEvent(chunk(id, created, body.model, { content: text }));
-            },
-          }
-        : {}),
-    });
+    let firstToken = false;
+    /** The n choices one after another on the one sequence (its cache keeps the prompt). */
+    const generateAll = async () => {
+      const choices: Choice[] = [];
+      let generated = 0;
+      for (let i = 0; i < body.n; i++) {
+        const calls = new StreamedCalls(id, created, body.model, i, writeEvent);
+        const out = await eng.complete(held, {
+          messages: body.messages,
+          maxTokens: body.maxTokens,
+          temperature: body.temperature,
+          topP: body.topP,
+          // llama.cpp's default seed is the current second: requests without one would repeat
+          // each other. With a seed, choice i samples with seed + i (reproducible, and distinct).
+          seed: body.seed === null ? randomInt(0x1_0000_0000) : (body.seed + i) >>> 0,
+          stop: body.stop,
+          frequencyPenalty: body.frequencyPenalty,
+          presencePenalty: body.presencePenalty,
+          signal: ac.signal,
+          ...constraints,
+          onTokens: (count: number) => {
+            if (!firstToken) {
+              firstToken = true;
+              ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9);
+            }
+            completionTokens = generated + count;
+          },
+          ...(body.stream
+            ? {
+                onText: (text: string) => {
+                  if (text !== '') writeEvent(chunk(id, created, body.model, { content: text }, null, i));
+                },
+                onCallText: (callIndex: number, name: string, text: string) => calls.add(callIndex, name, text),
+              }
+            : {}),
+        });
+        generated += out.completionTokens;
+        completionTokens = generated;
+        promptTokens = out.promptTokens;
+        const toolCalls = out.calls.map((c, k) => ({
+          id: calls.ids[k] ?? toolCallId(),
+          type: 'function' as const,
+          function: { name: c.name, arguments: c.arguments },
+        }));
+        choices.push({ text: out.text, finishReason: out.finishReason, toolCalls });
+        if (body.stream) writeEvent(chunk(id, created, body.model, {}, out.finishReason, i));
+      }
+      return choices;
+    };
+    const generation = generateAll();
     // The sequence is given back when the generation has really ended, not before.
     generation.then(
       () => scheduler.release(held, Date.now() - started),
       () => scheduler.release(held),
     );
-    const out = await Promise.race([generation, aborted]);
-    promptTokens = out.promptTokens;
-    completionTokens = out.completionTokens;
-    const u = usage(out.promptTokens, out.completionTokens);
+    const choices = await Promise.race([generation, aborted]);
+    const u = usage(promptTokens, completionTokens);
+    ctx.metrics.tokens(promptTokens, completionTokens);
     if (streaming) {
-      writeEvent(chunk(id, created, body.model, {}, out.finishReason));
       if (body.includeUsage) writeEvent(usageChunk(id, created, body.model, u));
       writeEvent('[DONE]');
       res.end();
     } else {
-      sendJson(res, 200, completionBody(id, created, body.model, out.text, out.finishReason, u));
+      sendJson(res, 200, completionBody(id, created, body.model, choices, u));
     }
+    const finish = [...new Set(choices.map((c) => c.finishReason))].join(',');
     ctx.access(
       req,
       listener,
@@ -158,7 +235,7 @@ export async function serveCompletion(
       {
         model: body.model,
         stream: body.stream,
-        finish_reason: out.finishReason,
+        finish_reason: finish,
         prompt_tokens: promptTokens,
         completion_tokens: completionTokens,
         tokens: promptTokens + completionTokens,
@@ -194,6 +271,48 @@ export async function serveCompletion(
     );
   } finally {
     clearTimeout(timer);
+    clearInterval(keepAlive);
     ctx.inFlight.delete(abort);
+  }
+}
+
+/**
+ * A choice's function calls as stream deltas: the first piece of a call carries its id, type and
+ * name; the rest, pieces of its arguments. Whitespace after the arguments' JSON (which the
+ * function-call syntax may add) is held back and dropped.
+ */
+class StreamedCalls {
+  readonly ids: string[] = [];
+  private held = '';
+
+  constructor(
+    private readonly id: string,
+    private readonly created: number,
+    private readonly model: string,
+    private readonly choice: number,
+    private readonly send: (data: unknown) => void,
+  ) {}
+
+  add(callIndex: number, name: string, text: string): void {
+    const delta = (d: Record<string, unknown>) =>
+      this.send(
+        chunk(
+          this.id,
+          this.created,
+          this.model,
+          { tool_calls: [{ index: callIndex, ...d }] as never },
+          null,
+          this.choice,
+        ),
+      );
+    if (this.ids[callIndex] === undefined) {
+      this.ids[callIndex] = toolCallId();
+      this.held = '';
+      delta({ id: this.ids[callIndex], type: 'function', function: { name, arguments: '' } });
+    }
+    const all = this.held + text;
+    const body = all.trimEnd();
+    this.held = all.slice(body.length);
+    if (body !== '') delta({ function: { arguments: body } });
   }
 }

@@ -44,6 +44,14 @@ export interface ServerConfig {
   readonly allowNonLoopback: boolean;
   /** Web origins (`scheme://host[:port]`) whose pages may call the API; requests from others get 403. */
   readonly allowOrigins: readonly string[];
+  /** The key plain-listener clients must send as `Authorization: Bearer`; null: none asked. */
+  readonly apiKey: string | null;
+  /** The file it was read from. */
+  readonly apiKeyFile: string | null;
+  /** Most choices (`n`) one request may ask for. */
+  readonly maxN: number;
+  /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
+  readonly sseKeepAliveMs: number;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Unix seconds shown as `created` in the model list. */
@@ -51,7 +59,7 @@ export interface ServerConfig {
   readonly logger: Logger;
 }
 
-export type ServerOptions = Partial<Omit<ServerConfig, 'model' | 'logger'>> & {
+export type ServerOptions = Partial<Omit<ServerConfig, 'model' | 'logger' | 'apiKey'>> & {
   readonly model: string;
   readonly logger?: Logger;
 };
@@ -66,6 +74,8 @@ export const DEFAULTS = {
   shutdownGraceMs: 10_000,
   maxBodyBytes: 4 * 1024 * 1024,
   workerNice: 0,
+  maxN: 4,
+  sseKeepAliveMs: 5_000,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
 } as const;
@@ -103,6 +113,23 @@ export function defaultThreads(): number {
 /** The model id used when none is configured: the file name without `.gguf`. */
 export function defaultModelId(model: string): string {
   return basename(model).replace(/\.gguf$/i, '') || 'model';
+}
+
+/**
+ * The API key in `file`: its first line, without surrounding whitespace. A missing, unreadable or
+ * empty file is a configuration error (a server meant to require a key never serves without).
+ */
+export function readApiKey(file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`--api-key-file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  const key = (text.split(/\r?\n/)[0] ?? '').trim();
+  if (key === '') throw new ConfigError(`--api-key-file ${file}: the file is empty (one line: the key)`);
+  if (/\s/.test(key)) throw new ConfigError(`--api-key-file ${file}: the key must not contain spaces`);
+  return key;
 }
 
 /** Fills defaults and checks the configuration; throws ConfigError with a one-line reason. */
@@ -181,6 +208,10 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     allowNonLoopback,
     allowOrigins: [...new Set(allowOrigins)],
     workerNice: positive('worker-nice', options.workerNice, 0, DEFAULTS.workerNice),
+    apiKeyFile: options.apiKeyFile ?? null,
+    apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
+    maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
+    sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,
   };

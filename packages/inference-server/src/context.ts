@@ -4,6 +4,7 @@ import type { ServerConfig } from './config.js';
 import type { Engine } from './engine.js';
 import type { EndReason } from './errors.js';
 import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
 import type { Scheduler } from './scheduler.js';
 
 export type ServerState = 'loading' | 'ready' | 'failed' | 'stopping' | 'stopped';
@@ -16,7 +17,9 @@ export interface ServerContext {
   readonly inFlight: Set<(reason: EndReason) => void>;
   /** Responses not yet finished. */
   readonly responses: { open: number };
+  /** Writes the access-log line and counts the request in the metrics. */
   readonly access: RequestLog;
+  readonly metrics: Metrics;
   state(): ServerState;
   /** The model once loaded; null before. */
   engine(): Engine | null;

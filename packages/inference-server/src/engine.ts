@@ -8,17 +8,24 @@
 import { readdirSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import type {
-  ChatHistoryItem,
+  ChatModelFunctions,
   ChatWrapper,
+  ChatWrapperGenerateContextStateOptions,
   Llama,
   LlamaChatResponse,
   LlamaContext,
   LlamaContextSequence,
+  LlamaGrammar,
   LlamaModel,
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
+import { type CompletionMessage, chatHistory } from './history.js';
+import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
+import { GrammarCache } from './schema.js';
+
+export type { CompletionMessage, ToolCall } from './history.js';
 
 export interface EngineOptions {
   readonly modelPath: string;
@@ -36,11 +43,6 @@ export interface EngineOptions {
   readonly signal?: AbortSignal;
 }
 
-export interface CompletionMessage {
-  readonly role: 'system' | 'user' | 'assistant';
-  readonly content: string;
-}
-
 /** What a completion is asked: the conversation and the sampling settings. */
 export interface CompletionSettings {
   readonly messages: readonly CompletionMessage[];
@@ -54,8 +56,21 @@ export interface CompletionSettings {
   readonly presencePenalty: number;
 }
 
+/** Function calling: the functions, whether the model must call one, how many calls at most. */
+export interface FunctionCalling {
+  readonly functions: ChatModelFunctions;
+  readonly force: boolean;
+  readonly maxCalls: number;
+}
+
 export interface CompletionInput extends CompletionSettings {
   readonly signal: AbortSignal;
+  /** The model may (or must) call these functions; not with `grammar`. */
+  readonly functionCalling?: FunctionCalling;
+  /** Constrains the text (structured output). */
+  readonly grammar?: LlamaGrammar;
+  /** Each piece of a function call's arguments, as it comes (streaming). */
+  readonly onCallText?: (callIndex: number, name: string, text: string) => void;
   /** Each piece of generated text, as it comes (streaming). */
   readonly onText?: (text: string) => void;
   /** Tokens generated so far, after each step. */
@@ -64,7 +79,9 @@ export interface CompletionInput extends CompletionSettings {
 
 export interface CompletionOutput {
   readonly text: string;
-  readonly finishReason: 'stop' | 'length';
+  readonly finishReason: 'stop' | 'length' | 'tool_calls';
+  /** The calls the model made (name and arguments as JSON text); empty when none. */
+  readonly calls: readonly { readonly name: string; readonly arguments: string }[];
   readonly promptTokens: number;
   readonly completionTokens: number;
 }
@@ -107,6 +124,11 @@ export class Engine {
   private disposed = false;
   /** Completions generating now (adaptive threads). */
   private generating = 0;
+  /** Compiled JSON-schema grammars, one per distinct schema. */
+  private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
+    // The schema was checked (schema.ts) for what the grammar enforces.
+    this.llama.createGrammarForJsonSchema(schema as never),
+  );
 
   private constructor(
     private readonly lib: NodeLlamaCpp,
@@ -134,6 +156,9 @@ export class Engine {
       lib = await import('node-llama-cpp');
     } catch (err) {
       throw new ModelLoadError(`cannot load node-llama-cpp: ${(err as Error).message}`);
+    }
+    if (!(await fixIntegerGrammar())) {
+      logger.warn('integer grammar fix unavailable: JSON-schema integers may be written with an exponent');
     }
     let llama: Llama;
     /** llama.cpp says why a load failed in its log, not in the error: keep the first reason. */
@@ -237,22 +262,17 @@ export class Engine {
     return this.sequences.length;
   }
 
-  /** The chat history node-llama-cpp takes: the last item is the model's (possibly empty) answer. */
-  private history(messages: readonly CompletionMessage[]): ChatHistoryItem[] {
-    const items: ChatHistoryItem[] = [];
-    messages.forEach((m, i) => {
-      if (m.role === 'system') items.push({ type: 'system', text: m.content });
-      else if (m.role === 'user') items.push({ type: 'user', text: m.content });
-      // An assistant message last is a prefix the model continues.
-      else items.push({ type: 'model', response: i === messages.length - 1 && m.content === '' ? [] : [m.content] });
-    });
-    if (messages[messages.length - 1]?.role !== 'assistant') items.push({ type: 'model', response: [] });
-    return items;
+  /** A compiled grammar for a JSON schema (structured output), from a bounded cache. */
+  grammarFor(schema: Record<string, unknown>): Promise<LlamaGrammar> {
+    return this.grammars.get(schema);
   }
 
   /** Prompt tokens of the messages as this model's chat template renders them. */
-  countPromptTokens(messages: readonly CompletionMessage[]): number {
-    const state = this.chatWrapper.generateContextState({ chatHistory: this.history(messages) });
+  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+    const state = this.chatWrapper.generateContextState({
+      chatHistory: chatHistory(messages),
+      ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}),
+    });
     return state.contextText.tokenize(this.model.tokenizer).length;
   }
 
@@ -261,20 +281,22 @@ export class Engine {
     if (this.disposed) throw new Error('the model is disposed');
     const sequence = this.sequences[slot];
     if (!sequence) throw new Error(`no sequence ${slot}`);
-    const history = this.history(input.messages);
-    const promptTokens = this.chatWrapper
-      .generateContextState({ chatHistory: history })
-      .contextText.tokenize(this.model.tokenizer).length;
+    const history = chatHistory(input.messages);
+    const calling = input.functionCalling;
+    const promptTokens = this.countPromptTokens(input.messages, calling?.functions);
     const room = this.info.contextSize - promptTokens - 1;
     if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
     const maxTokens = Math.min(input.maxTokens ?? room, room);
     input.signal.throwIfAborted();
-    const chat = new this.lib.LlamaChat({ contextSequence: sequence, chatWrapper: this.chatWrapper });
+    const chat = new this.lib.LlamaChat({
+      contextSequence: sequence,
+      chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
+    });
     let completionTokens = 0;
     this.generating++;
     try {
       const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
-      const response: LlamaChatResponse = await chat.generateResponse(history, {
+      const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
         maxTokens,
         temperature: input.temperature,
         topP: input.topP,
@@ -293,11 +315,31 @@ export class Engine {
           input.onTokens?.(completionTokens);
         },
         ...(input.onText ? { onTextChunk: input.onText } : {}),
+        ...(calling
+          ? {
+              functions: calling.functions,
+              documentFunctionParams: true,
+              maxParallelFunctionCalls: calling.maxCalls,
+              ...(input.onCallText
+                ? {
+                    onFunctionCallParamsChunk: (c: { callIndex: number; functionName: string; paramsChunk: string }) =>
+                      input.onCallText?.(c.callIndex, c.functionName, c.paramsChunk),
+                  }
+                : {}),
+            }
+          : input.grammar
+            ? { grammar: input.grammar }
+            : {}),
       });
       const reason = response.metadata.stopReason;
+      const calls = (response.functionCalls ?? []).map((c) => ({
+        name: c.functionName,
+        arguments: JSON.stringify(c.params ?? {}),
+      }));
       return {
         text: response.response,
-        finishReason: reason === 'maxTokens' ? 'length' : 'stop',
+        finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
+        calls,
         promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
       };
@@ -315,6 +357,26 @@ export class Engine {
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
   }
+}
+
+/**
+ * The model's chat wrapper, but generation starts in function-calling mode (node-llama-cpp's
+ * "initially engaged" function calls, as Functionary's wrapper uses): the function's name and
+ * its arguments are sampled under node-llama-cpp's grammars, so they are valid whatever the
+ * model. For `tool_choice` "required" or a named function.
+ */
+export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
+  const forced = Object.create(base) as ChatWrapper;
+  forced.generateContextState = (options: ChatWrapperGenerateContextStateOptions) => {
+    const state = base.generateContextState(options);
+    return {
+      contextText: state.contextText,
+      stopGenerationTriggers: state.stopGenerationTriggers,
+      ...(state.ignoreStartText ? { ignoreStartText: state.ignoreStartText } : {}),
+      functionCall: { initiallyEngaged: true, disengageInitiallyEngaged: [] },
+    };
+  };
+  return forced;
 }
 
 function oneLine(err: unknown): string {

@@ -4,7 +4,7 @@
  * Pure: no I/O.
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatCompletion, ChatUsage, FinishReason, ModelList } from '@vigil/shared-types';
+import type { ChatUsage, ModelList } from '@vigil/shared-types';
 import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
 import { invalid } from './request.js';
 
@@ -18,22 +18,81 @@ export function usage(prompt: number, completion: number): ChatUsage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
+/** Why a choice ended: OpenAI's reasons this server gives. */
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+/** A call in a reply: OpenAI's shape, `arguments` as JSON text. */
+export interface ToolCallOut {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: string };
+}
+
+/** One generated choice. */
+export interface Choice {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  readonly toolCalls: readonly ToolCallOut[];
+}
+
+export interface ChatCompletionBody {
+  readonly id: string;
+  readonly object: 'chat.completion';
+  readonly created: number;
+  readonly model: string;
+  readonly choices: readonly {
+    readonly index: number;
+    readonly message: {
+      readonly role: 'assistant';
+      readonly content: string | null;
+      readonly tool_calls?: readonly ToolCallOut[];
+    };
+    readonly finish_reason: FinishReason;
+  }[];
+  readonly usage: ChatUsage;
+}
+
+export function toolCallId(): string {
+  return `call_${randomBytes(12).toString('hex')}`;
+}
+
 export function completionBody(
   id: string,
   created: number,
   model: string,
-  content: string,
-  finishReason: FinishReason,
+  choices: readonly Choice[],
   u: ChatUsage,
-): ChatCompletion {
+): ChatCompletionBody {
   return {
     id,
     object: 'chat.completion',
     created,
     model,
-    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finishReason }],
+    choices: choices.map((c, index) => ({
+      index,
+      // As OpenAI: content null when the model only called tools.
+      message:
+        c.toolCalls.length > 0
+          ? { role: 'assistant', content: c.text === '' ? null : c.text, tool_calls: c.toolCalls }
+          : { role: 'assistant', content: c.text },
+      finish_reason: c.finishReason,
+    })),
     usage: u,
   };
+}
+
+/** A piece of a streamed tool call: the first of a call has its id, type and name. */
+export interface ToolCallDelta {
+  readonly index: number;
+  readonly id?: string;
+  readonly type?: 'function';
+  readonly function: { readonly name?: string; readonly arguments: string };
+}
+
+export interface Delta {
+  readonly role?: 'assistant';
+  readonly content?: string | null;
+  readonly tool_calls?: readonly ToolCallDelta[];
 }
 
 export interface ChatCompletionChunk {
@@ -43,7 +102,7 @@ export interface ChatCompletionChunk {
   readonly model: string;
   readonly choices: readonly {
     readonly index: number;
-    readonly delta: { readonly role?: 'assistant'; readonly content?: string };
+    readonly delta: Delta;
     readonly finish_reason: FinishReason | null;
   }[];
   readonly usage?: ChatUsage | null;
@@ -53,15 +112,16 @@ export function chunk(
   id: string,
   created: number,
   model: string,
-  delta: { role?: 'assistant'; content?: string },
+  delta: Delta,
   finishReason: FinishReason | null = null,
+  index = 0,
 ): ChatCompletionChunk {
   return {
     id,
     object: 'chat.completion.chunk',
     created,
     model,
-    choices: [{ index: 0, delta, finish_reason: finishReason }],
+    choices: [{ index, delta, finish_reason: finishReason }],
   };
 }
 
@@ -123,6 +183,19 @@ export const methodNotAllowed = (method: string | undefined, path: string, allow
     null,
     'method_not_allowed',
     { allow },
+  );
+
+/** 401 on the plain listener when `--api-key-file` is set and the request lacks the key. */
+export const invalidApiKey = (given: boolean): ApiError =>
+  new ApiError(
+    401,
+    given
+      ? 'Incorrect API key provided. Send the key of --api-key-file as "Authorization: Bearer KEY".'
+      : 'You didn\'t provide an API key. Send it as "Authorization: Bearer KEY" (the key of --api-key-file).',
+    'invalid_request_error',
+    null,
+    'invalid_api_key',
+    { 'www-authenticate': 'Bearer' },
   );
 
 export const unknownUrl = (method: string | undefined, path: string): ApiError =>

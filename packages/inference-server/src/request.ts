@@ -7,24 +7,84 @@
 import { z } from '@vigil/shared-types';
 import type { CompletionMessage, CompletionSettings } from './engine.js';
 import { ApiError } from './errors.js';
+import { toGrammarSchema } from './schema.js';
 
 export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
   new ApiError(400, message, 'invalid_request_error', param, code);
+
+/** A function the model may call (`tools[].function`), its parameters checked for the grammar. */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string | null;
+  readonly parameters: Record<string, unknown> | null;
+}
+
+/** `tool_choice`: the model decides, never calls, must call one, or must call this one. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string };
+
+/** What the answer's text must be: free, a JSON object, or JSON valid against a schema. */
+export type ResponseFormat =
+  | { readonly type: 'text' }
+  | { readonly type: 'json_object' }
+  | { readonly type: 'json_schema'; readonly name: string; readonly schema: Record<string, unknown> };
 
 /** A validated chat completion request. */
 export interface CompletionRequest extends CompletionSettings {
   readonly model: string;
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  /** Choices to generate (1 to --max-n). */
+  readonly n: number;
+  readonly tools: readonly ToolSpec[];
+  readonly toolChoice: ToolChoice;
+  readonly parallelToolCalls: boolean;
+  readonly responseFormat: ResponseFormat;
+}
+
+/** What the server allows beyond the schema. */
+export interface RequestLimits {
+  readonly maxN: number;
 }
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
 const contentSchema = z.union([z.string(), z.array(textPart)]);
+const toolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal('function').nullish(),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
 const messageSchema = z.object({
-  role: z.enum(['system', 'developer', 'user', 'assistant']),
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
   content: contentSchema.nullish(),
   name: z.string().nullish(),
+  tool_calls: z.array(toolCallSchema).nullish(),
+  tool_call_id: z.string().nullish(),
 });
+const toolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string(),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+const toolChoiceSchema = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.object({ type: z.literal('function'), function: z.object({ name: z.string() }) }),
+]);
+const responseFormatSchema = z.union([
+  z.object({ type: z.enum(['text', 'json_object']) }),
+  z.object({
+    type: z.literal('json_schema'),
+    json_schema: z.object({
+      name: z.string(),
+      description: z.string().nullish(),
+      schema: z.record(z.string(), z.unknown()).nullish(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
 const objectOrString = z.union([z.string(), z.record(z.string(), z.unknown())]);
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.number().int().min(min).max(max).nullish();
 const number = (min: number, max: number) => z.number().min(min).max(max).nullish();
@@ -44,15 +104,15 @@ export const chatCompletionSchema = z.object({
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
   n: integer(1, 128),
-  tools: z.array(z.record(z.string(), z.unknown())).nullish(),
-  tool_choice: objectOrString.nullish(),
+  tools: z.array(toolSchema).nullish(),
+  tool_choice: toolChoiceSchema.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   functions: z.array(z.record(z.string(), z.unknown())).nullish(),
   function_call: objectOrString.nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: integer(0, 20),
   logit_bias: z.record(z.string(), z.number()).nullish(),
-  response_format: z.object({ type: z.string() }).nullish(),
+  response_format: responseFormatSchema.nullish(),
   user: z.string().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
   store: z.boolean().nullish(),
@@ -115,6 +175,9 @@ function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
         'invalid_type',
       );
     case 'invalid_union':
+      if (UNION_EXPECTED[param]) {
+        return invalid(`Invalid '${param}': expected ${UNION_EXPECTED[param]}.`, param, 'invalid_value');
+      }
       if (param.endsWith('.content')) {
         return invalid(
           `Invalid '${param}': expected a string or an array of text parts ({"type":"text","text":…}); other parts are not supported.`,
@@ -151,6 +214,12 @@ function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
 
 const unsupported = (message: string, param: string) => invalid(message, param, 'unsupported_value');
 
+const UNION_EXPECTED: Record<string, string> = {
+  tool_choice: '"none", "auto", "required" or {"type":"function","function":{"name":…}}',
+  response_format:
+    '{"type":"text"}, {"type":"json_object"} or {"type":"json_schema","json_schema":{"name":…,"schema":{…}}}',
+};
+
 function messageText(m: ChatCompletionBody['messages'][number], i: number): string {
   const c = m.content;
   if (typeof c === 'string') return c;
@@ -160,20 +229,117 @@ function messageText(m: ChatCompletionBody['messages'][number], i: number): stri
   throw invalid(`you must provide a ${param} parameter`, param, 'missing_required_parameter');
 }
 
+/** OpenAI's rule for function names. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: ToolChoice } {
+  const tools: ToolSpec[] = [];
+  const names = new Set<string>();
+  (body.tools ?? []).forEach((t, i) => {
+    const param = `tools[${i}].function.name`;
+    const { name } = t.function;
+    if (!TOOL_NAME.test(name)) {
+      throw invalid(
+        `Invalid '${param}': must be 1 to 64 of a-z, A-Z, 0-9, _ and -; got ${JSON.stringify(name)}.`,
+        param,
+        'invalid_value',
+      );
+    }
+    if (names.has(name))
+      throw invalid(`Invalid '${param}': the function ${name} is listed twice.`, param, 'invalid_value');
+    names.add(name);
+    const p = t.function.parameters;
+    const parameters = p && Object.keys(p).length > 0 ? toGrammarSchema(p, `tools[${i}].function.parameters`) : null;
+    tools.push({ name, description: t.function.description ?? null, parameters });
+  });
+  const c = body.tool_choice;
+  if (c !== null && c !== undefined && tools.length === 0) {
+    throw invalid(
+      "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+      'tool_choice',
+    );
+  }
+  let toolChoice: ToolChoice = tools.length > 0 ? 'auto' : 'none';
+  if (typeof c === 'string') toolChoice = c;
+  else if (c) {
+    if (!names.has(c.function.name)) {
+      throw invalid(
+        `Invalid 'tool_choice': the function ${JSON.stringify(c.function.name)} is not in 'tools'.`,
+        'tool_choice.function.name',
+        'invalid_value',
+      );
+    }
+    toolChoice = { name: c.function.name };
+  }
+  return { tools, toolChoice };
+}
+
+function parseResponseFormat(body: ChatCompletionBody): ResponseFormat {
+  const f = body.response_format;
+  if (!f || f.type === 'text') return { type: 'text' };
+  if (f.type === 'json_object') return { type: 'json_object' };
+  const param = 'response_format.json_schema.schema';
+  if (!('json_schema' in f) || !f.json_schema.schema) {
+    throw invalid(`you must provide a ${param} parameter`, param, 'missing_required_parameter');
+  }
+  return { type: 'json_schema', name: f.json_schema.name, schema: toGrammarSchema(f.json_schema.schema, param) };
+}
+
+/** The conversation, with each tool message checked against the calls before it. */
+function parseMessages(body: ChatCompletionBody): CompletionMessage[] {
+  const calls = new Set<string>();
+  return body.messages.map((m, i): CompletionMessage => {
+    if (m.role === 'tool') {
+      const param = `messages[${i}].tool_call_id`;
+      if (!m.tool_call_id) throw invalid(`you must provide a ${param} parameter`, param, 'missing_required_parameter');
+      if (!calls.has(m.tool_call_id)) {
+        throw invalid(
+          `Invalid '${param}': messages with role 'tool' must answer a preceding assistant message's 'tool_calls'; no call has the id ${JSON.stringify(m.tool_call_id)}.`,
+          param,
+          'invalid_value',
+        );
+      }
+      return { role: 'tool', content: messageText(m, i), toolCallId: m.tool_call_id };
+    }
+    if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0) {
+      for (const c of m.tool_calls) calls.add(c.id);
+      return {
+        role: 'assistant',
+        content: messageText(m, i),
+        toolCalls: m.tool_calls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })),
+      };
+    }
+    return { role: m.role === 'developer' ? 'system' : m.role, content: messageText(m, i) };
+  });
+}
+
 /** Validates a parsed JSON body. Throws ApiError (400 naming the field). */
-export function parseCompletionRequest(raw: unknown): CompletionRequest {
+export function parseCompletionRequest(raw: unknown, limits: RequestLimits = { maxN: 4 }): CompletionRequest {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
     throw invalid('The request body must be a JSON object.', null, 'invalid_type');
   }
   const parsed = chatCompletionSchema.safeParse(raw);
   if (!parsed.success) throw toInvalid(parsed.error.issues[0]!, raw);
   const body = parsed.data;
-  if (body.n !== null && body.n !== undefined && body.n !== 1) throw unsupported('only n=1 is supported', 'n');
-  if (body.tools && body.tools.length > 0) throw unsupported('tools are not supported', 'tools');
-  if (body.functions && body.functions.length > 0) throw unsupported('functions are not supported', 'functions');
+  const n = body.n ?? 1;
+  if (n > limits.maxN) {
+    throw invalid(
+      `Invalid 'n': at most ${limits.maxN} choices per request on this server (--max-n); got ${n}.`,
+      'n',
+      'invalid_value',
+    );
+  }
+  if (body.functions && body.functions.length > 0) {
+    throw unsupported("'functions' (deprecated) is not supported: use 'tools'", 'functions');
+  }
   if (body.logprobs === true) throw unsupported('logprobs are not supported', 'logprobs');
-  if (body.response_format && body.response_format.type !== 'text') {
-    throw unsupported('only response_format {"type":"text"} is supported', 'response_format');
+  const { tools, toolChoice } = parseTools(body);
+  const responseFormat = parseResponseFormat(body);
+  if (responseFormat.type !== 'text' && toolChoice !== 'none') {
+    throw unsupported(
+      "'response_format' other than text together with 'tools' is not supported, unless 'tool_choice' is \"none\"",
+      'response_format',
+    );
   }
   const stream = body.stream === true;
   if (body.stream_options && !stream) {
@@ -182,9 +348,7 @@ export function parseCompletionRequest(raw: unknown): CompletionRequest {
   const stop = (typeof body.stop === 'string' ? [body.stop] : (body.stop ?? [])).filter((s) => s !== '');
   return {
     model: body.model,
-    messages: body.messages.map(
-      (m, i): CompletionMessage => ({ role: m.role === 'developer' ? 'system' : m.role, content: messageText(m, i) }),
-    ),
+    messages: parseMessages(body),
     maxTokens: body.max_completion_tokens ?? body.max_tokens ?? null,
     temperature: body.temperature ?? 1,
     topP: body.top_p ?? 1,
@@ -194,5 +358,10 @@ export function parseCompletionRequest(raw: unknown): CompletionRequest {
     includeUsage: body.stream_options?.include_usage === true,
     frequencyPenalty: body.frequency_penalty ?? 0,
     presencePenalty: body.presence_penalty ?? 0,
+    n,
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls !== false,
+    responseFormat,
   };
 }

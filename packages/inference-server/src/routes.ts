@@ -5,11 +5,21 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostAllowed, hostHeaderName, INFERENCE_PATHS } from '@vigil/shared-types';
+import { bearerToken, keyMatches } from './auth.js';
 import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
 import { serveCompletion } from './completion.js';
 import type { ServerContext } from './context.js';
 import { sendError, sendJson } from './http.js';
-import { methodNotAllowed, misdirected, modelList, modelNotFound, shuttingDown, unknownUrl } from './openai.js';
+import { METRICS_CONTENT_TYPE, METRICS_PATH } from './metrics.js';
+import {
+  invalidApiKey,
+  methodNotAllowed,
+  misdirected,
+  modelList,
+  modelNotFound,
+  shuttingDown,
+  unknownUrl,
+} from './openai.js';
 
 /** /health: 200 when a completion can be served, else 503 with the reason. */
 export function health(ctx: ServerContext): { status: number; body: { status: string; [k: string]: unknown } } {
@@ -39,6 +49,8 @@ export function createHandler(
   // (On the mTLS listener the client's check of the server certificate's names already defeats it.)
   const bound = listener === 'http' ? config.http : null;
   const origins = new Set(config.allowOrigins);
+  // The key guards the plain listener; an mTLS client's certificate is its credential.
+  const apiKey = listener === 'http' ? config.apiKey : null;
 
   return (req, res) => {
     const startedNs = process.hrtime.bigint();
@@ -58,6 +70,14 @@ export function createHandler(
       return done(403);
     }
     if (origin.kind === 'preflight') return done(204);
+    // Every route but /health (the probes of service managers carry no key) needs the key.
+    if (apiKey !== null && path !== INFERENCE_PATHS.health) {
+      const token = bearerToken(req);
+      if (!keyMatches(token, apiKey)) {
+        sendError(res, invalidApiKey(req.headers.authorization !== undefined));
+        return done(401);
+      }
+    }
     const state = ctx.state();
     if (state === 'stopping' || state === 'stopped') {
       res.setHeader('connection', 'close');
@@ -79,6 +99,22 @@ export function createHandler(
       if (one) sendJson(res, 200, one);
       else sendError(res, modelNotFound(id));
       return done(one ? 200 : 404);
+    }
+    if (path === METRICS_PATH) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        sendError(res, methodNotAllowed(req.method, path, 'GET'));
+        return done(405);
+      }
+      const { scheduler } = ctx;
+      const text = ctx.metrics.render({
+        state: ctx.state(),
+        queued: scheduler.waiting,
+        busy: scheduler.active,
+        sequences: scheduler.slots,
+      });
+      res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
+      res.end(req.method === 'HEAD' ? undefined : text);
+      return done(200);
     }
     if (path === INFERENCE_PATHS.health) {
       const h = health(ctx);

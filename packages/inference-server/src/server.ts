@@ -17,6 +17,7 @@ import type { ServerContext, ServerState } from './context.js';
 import { Engine, lowerWorkerThreadPriority } from './engine.js';
 import { EndReason, StartupError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
+import { Metrics } from './metrics.js';
 import { checkManifest, checkModelFile, openAccessLog, openListeners, readTlsFiles } from './preflight.js';
 import { createHandler } from './routes.js';
 import { Scheduler } from './scheduler.js';
@@ -66,13 +67,20 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
 
   let state: ServerState = 'loading';
   let engine: Engine | null = null;
+  const metrics = new Metrics();
+  const log = requestLog(accessLog);
   const ctx: ServerContext = {
     config,
     logger,
     scheduler: new Scheduler(config.parallel, config.maxQueue, options.stuckAfterMs),
     inFlight: new Set(),
     responses: { open: 0 },
-    access: requestLog(accessLog),
+    access: (req, listener, startedNs, status, extra, msg) => {
+      const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
+      metrics.request((req.url ?? '/').split('?')[0] ?? '/', status, listener, seconds);
+      log(req, listener, startedNs, status, extra, msg);
+    },
+    metrics,
     state: () => state,
     engine: () => engine,
   };

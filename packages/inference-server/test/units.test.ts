@@ -56,6 +56,11 @@ describe('chat completion requests', () => {
       includeUsage: false,
       frequencyPenalty: 0,
       presencePenalty: 0,
+      n: 1,
+      tools: [],
+      toolChoice: 'none',
+      parallelToolCalls: true,
+      responseFormat: { type: 'text' },
     });
     const r = parseCompletionRequest({
       ...base,
@@ -105,7 +110,7 @@ describe('chat completion requests', () => {
     expect(badParam({ model: 'm' })).toMatchObject({ param: 'messages' });
     expect(badParam({ model: 'm', messages: [] })).toMatchObject({ param: 'messages' });
     expect(badParam({ model: 'm', messages: ['hi'] })).toMatchObject({ param: 'messages[0]' });
-    expect(badParam({ model: 'm', messages: [{ role: 'tool', content: 'x' }] })).toMatchObject({
+    expect(badParam({ model: 'm', messages: [{ role: 'function', content: 'x' }] })).toMatchObject({
       param: 'messages[0].role',
     });
     expect(badParam({ model: 'm', messages: [{ role: 'user', content: 5 }] })).toMatchObject({
@@ -124,9 +129,9 @@ describe('chat completion requests', () => {
     expect(badParam({ ...base, stop: ['a', 'b', 'c', 'd', 'e'] })).toMatchObject({ param: 'stop' });
     expect(badParam({ ...base, stream: 'yes' })).toMatchObject({ param: 'stream' });
     expect(badParam({ ...base, stream_options: { include_usage: true } })).toMatchObject({ param: 'stream_options' });
-    expect(badParam({ ...base, n: 2 })).toMatchObject({ param: 'n' });
-    expect(badParam({ ...base, tools: [{ type: 'function' }] })).toMatchObject({ param: 'tools' });
-    expect(badParam({ ...base, response_format: { type: 'json_object' } })).toMatchObject({ param: 'response_format' });
+    expect(badParam({ ...base, n: 5 })).toMatchObject({ param: 'n' });
+    expect(badParam({ ...base, tools: [{ type: 'function' }] })).toMatchObject({ param: 'tools[0].function' });
+    expect(badParam({ ...base, response_format: { type: 'xml' } })).toMatchObject({ param: 'response_format' });
   });
 
   // Every field with a value of the wrong type: 400, invalid_type, `param` the field (issue 17).

@@ -75,6 +75,8 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     http: addressSchema.prefault(formatHostPort(INFERENCE_HTTP)),
     /** Probe over mutual TLS (the plain listener may be off). */
     mtls: mtls.optional(),
+    /** A file whose first line is the server's API key (its --api-key-file): plain-HTTP probes send it as a Bearer token. */
+    apiKeyFile: path().optional(),
     /** The model id probes ask for. */
     model: text(),
     service,
@@ -104,6 +106,7 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     agent: text().optional(),
     http: addressSchema.optional(),
     mtls: mtls.optional(),
+    apiKeyFile: path().optional(),
     model: text().optional(),
     service,
     accessLog: path().optional(),

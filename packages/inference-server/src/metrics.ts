@@ -1,0 +1,133 @@
+/**
+ * `GET /metrics`: the server's counters, histograms and gauges in Prometheus' text format
+ * (version 0.0.4). A small writer of its own, kept apart so that a shared one can replace it.
+ * Label values are bounded: routes are the known paths (anything else is `other`), statuses the
+ * HTTP codes sent.
+ */
+import { INFERENCE_PATHS } from '@vigil/shared-types';
+
+export const METRICS_PATH = '/metrics';
+export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+
+/** Seconds; time to first token and request duration. */
+const TTFT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+class Histogram {
+  readonly counts: number[];
+  sum = 0;
+  count = 0;
+  constructor(readonly buckets: readonly number[]) {
+    this.counts = buckets.map(() => 0);
+  }
+  observe(v: number): void {
+    this.sum += v;
+    this.count++;
+    for (let i = 0; i < this.buckets.length; i++) if (v <= this.buckets[i]!) this.counts[i]!++;
+  }
+}
+
+/** A label value escaped as the format asks (backslash, double quote, newline). */
+const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+const labels = (l: Record<string, string>) => {
+  const parts = Object.entries(l).map(([k, v]) => `${k}="${esc(v)}"`);
+  return parts.length > 0 ? `{${parts.join(',')}}` : '';
+};
+const num = (v: number) => (Number.isFinite(v) ? String(v) : v > 0 ? '+Inf' : v < 0 ? '-Inf' : 'NaN');
+
+/** The route label of a path: one of the served paths, or `other`. */
+export function routeOf(path: string): string {
+  if (path === INFERENCE_PATHS.models) return path;
+  if (path.startsWith(`${INFERENCE_PATHS.models}/`)) return `${INFERENCE_PATHS.models}/{id}`;
+  if (path === INFERENCE_PATHS.chatCompletions || path === INFERENCE_PATHS.health || path === METRICS_PATH) {
+    return path;
+  }
+  return 'other';
+}
+
+/** What the gauges read at scrape time. */
+export interface MetricsGauges {
+  readonly state: string;
+  readonly queued: number;
+  readonly busy: number;
+  readonly sequences: number;
+}
+
+export const MODEL_STATES = ['loading', 'ready', 'failed', 'stopping', 'stopped'] as const;
+
+export class Metrics {
+  private readonly requests = new Map<string, { route: string; status: string; listener: string; n: number }>();
+  private readonly durations = new Map<string, Histogram>();
+  private readonly ttft = new Histogram(TTFT_BUCKETS);
+  promptTokens = 0;
+  completionTokens = 0;
+
+  /** One request answered (any route, any status). */
+  request(path: string, status: number, listener: string, seconds: number): void {
+    const route = routeOf(path);
+    const key = `${route}\0${status}\0${listener}`;
+    const r = this.requests.get(key);
+    if (r) r.n++;
+    else this.requests.set(key, { route, status: String(status), listener, n: 1 });
+    let h = this.durations.get(route);
+    if (!h) {
+      h = new Histogram(DURATION_BUCKETS);
+      this.durations.set(route, h);
+    }
+    h.observe(seconds);
+  }
+
+  tokens(prompt: number, completion: number): void {
+    this.promptTokens += prompt;
+    this.completionTokens += completion;
+  }
+
+  firstToken(seconds: number): void {
+    this.ttft.observe(seconds);
+  }
+
+  /** The exposition text. */
+  render(g: MetricsGauges): string {
+    const out: string[] = [];
+    const head = (name: string, type: string, help: string) =>
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    const histogram = (name: string, h: Histogram, l: Record<string, string>) => {
+      h.buckets.forEach((b, i) => {
+        out.push(`${name}_bucket${labels({ ...l, le: num(b) })} ${h.counts[i]}`);
+      });
+      out.push(`${name}_bucket${labels({ ...l, le: '+Inf' })} ${h.count}`);
+      out.push(`${name}_sum${labels(l)} ${num(h.sum)}`, `${name}_count${labels(l)} ${h.count}`);
+    };
+    head('inference_requests_total', 'counter', 'HTTP requests answered, by route, status and listener.');
+    for (const r of this.requests.values()) {
+      out.push(`inference_requests_total${labels({ route: r.route, status: r.status, listener: r.listener })} ${r.n}`);
+    }
+    head(
+      'inference_request_duration_seconds',
+      'histogram',
+      "Time from a request to the end of its reply (a stream's whole length), by route.",
+    );
+    for (const [route, h] of this.durations) histogram('inference_request_duration_seconds', h, { route });
+    head(
+      'inference_time_to_first_token_seconds',
+      'histogram',
+      'Time from a completion request to its first generated token (queueing and the prompt included).',
+    );
+    histogram('inference_time_to_first_token_seconds', this.ttft, {});
+    head('inference_prompt_tokens_total', 'counter', 'Prompt tokens of completed completions.');
+    out.push(`inference_prompt_tokens_total ${this.promptTokens}`);
+    head('inference_completion_tokens_total', 'counter', 'Tokens generated, all choices of every completion.');
+    out.push(`inference_completion_tokens_total ${this.completionTokens}`);
+    head('inference_queue_depth', 'gauge', 'Completions waiting for a free sequence.');
+    out.push(`inference_queue_depth ${g.queued}`);
+    head('inference_busy_sequences', 'gauge', 'Context sequences generating now.');
+    out.push(`inference_busy_sequences ${g.busy}`);
+    head('inference_sequences', 'gauge', 'Context sequences (--parallel).');
+    out.push(`inference_sequences ${g.sequences}`);
+    head('inference_model_loaded', 'gauge', '1 when the model is loaded and completions can be served, else 0.');
+    out.push(`inference_model_loaded ${g.state === 'ready' ? 1 : 0}`);
+    head('inference_model_state', 'gauge', "The server's state: 1 for the current one.");
+    for (const s of MODEL_STATES) out.push(`inference_model_state${labels({ state: s })} ${g.state === s ? 1 : 0}`);
+    return `${out.join('\n')}\n`;
+  }
+}
