@@ -4,7 +4,10 @@
  * Pure: no I/O.
  */
 import { randomBytes } from 'node:crypto';
-import type { ChatUsage, ModelList } from '@vigil/shared-types';
+import type { ChatCompletion, ChatUsage, FinishReason, ModelList, ToolCall } from '@vigil/shared-types';
+
+export type { FinishReason };
+
 import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
 import { invalid } from './request.js';
 
@@ -19,14 +22,9 @@ export function usage(prompt: number, completion: number): ChatUsage {
 }
 
 /** Why a choice ended: OpenAI's reasons this server gives. */
-export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 /** A call in a reply: OpenAI's shape, `arguments` as JSON text. */
-export interface ToolCallOut {
-  readonly id: string;
-  readonly type: 'function';
-  readonly function: { readonly name: string; readonly arguments: string };
-}
+export type ToolCallOut = ToolCall;
 
 /** One generated choice. */
 export interface Choice {
@@ -35,22 +33,7 @@ export interface Choice {
   readonly toolCalls: readonly ToolCallOut[];
 }
 
-export interface ChatCompletionBody {
-  readonly id: string;
-  readonly object: 'chat.completion';
-  readonly created: number;
-  readonly model: string;
-  readonly choices: readonly {
-    readonly index: number;
-    readonly message: {
-      readonly role: 'assistant';
-      readonly content: string | null;
-      readonly tool_calls?: readonly ToolCallOut[];
-    };
-    readonly finish_reason: FinishReason;
-  }[];
-  readonly usage: ChatUsage;
-}
+export type ChatCompletionBody = ChatCompletion;
 
 export function toolCallId(): string {
   return `call_${randomBytes(12).toString('hex')}`;

@@ -28,7 +28,14 @@ export interface ChatUsage {
   readonly total_tokens: number;
 }
 
-export type FinishReason = 'stop' | 'length';
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+/** A function call the model made (OpenAI's `tool_calls` item). */
+export interface ToolCall {
+  readonly id: string;
+  readonly type: 'function';
+  readonly function: { readonly name: string; readonly arguments: string };
+}
 
 export interface ChatCompletion {
   readonly id: string;
@@ -37,7 +44,12 @@ export interface ChatCompletion {
   readonly model: string;
   readonly choices: readonly {
     readonly index: number;
-    readonly message: { readonly role: 'assistant'; readonly content: string };
+    readonly message: {
+      readonly role: 'assistant';
+      /** null when the model answered with tool calls only. */
+      readonly content: string | null;
+      readonly tool_calls?: readonly ToolCall[];
+    };
     readonly finish_reason: FinishReason;
   }[];
   readonly usage: ChatUsage;
