@@ -2,10 +2,11 @@
  * Daemons that start at the same moment on a new local network: a lock held by another process
  * while the file is being set up is waited for, never reported as bad configuration (exit 78).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { closeSync, openSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { exited, spawnDaemon, tmpDir } from './helpers.js';
+import { BIN, exited, spawnDaemon, tmpDir } from './helpers.js';
 
 const children: ChildProcess[] = [];
 const cleanups: (() => void)[] = [];
@@ -73,4 +74,21 @@ describe('starting on a new local network', () => {
       await Promise.all(results.map((r) => (r.status === 'fulfilled' ? exited(r.value.child) : null)));
     }
   }, 240_000);
+
+  it('a local network with corrupted pages stops the start with a message naming the file', async () => {
+    const t = tmpDir();
+    cleanups.push(t.cleanup);
+    const d = await spawnDaemon(args(t.dir, 1));
+    d.child.kill('SIGTERM');
+    expect((await exited(d.child)).code).toBe(0);
+    // Everything after the first page overwritten: the header is valid, the tables are not.
+    const file = join(t.dir, 'localnet.sqlite');
+    const fd = openSync(file, 'r+');
+    const garbage = Buffer.alloc(statSync(file).size - 4096, 0xa5);
+    writeSync(fd, garbage, 0, garbage.length, 4096);
+    closeSync(fd);
+    const r = spawnSync(process.execPath, [BIN, ...args(t.dir, 1)], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(78);
+    expect(r.stderr).toContain(`cannot open the local network ${file}`);
+  });
 });
