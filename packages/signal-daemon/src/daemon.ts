@@ -169,7 +169,7 @@ export async function start(
   const checkPaths = async (method: string, params: unknown): Promise<void> => {
     if (!PATH_PARAMS.has(method) || params === null || typeof params !== 'object' || Array.isArray(params)) return;
     const p = params as Record<string, unknown>;
-    for (const name of ['attachments', 'attachment', 'avatar']) {
+    for (const name of ['attachments', 'attachment', 'avatar', 'previewImage', 'preview-image']) {
       for (const v of list(p, name)) {
         if (typeof v === 'string' && !v.startsWith('data:')) await checkAttachmentPath(v, attachmentPolicy);
       }
