@@ -196,3 +196,18 @@ describe('errors and configuration files', () => {
     expect(readConfigFile(join(dir, 'ok.json'), schema)).toEqual({ port: 1 });
   });
 });
+
+describe('listenersOn', () => {
+  it('with a host, tells a listener on 127.0.0.1:PORT from one on 127.0.0.2:PORT', async () => {
+    const a = createServer();
+    const bound = await listen(a, { host: '127.0.0.2', port: 0 }, 'test');
+    try {
+      const { listenersOn } = await import('../src/node/index.js');
+      expect(await listenersOn(bound.port)).toContain(process.pid);
+      expect(await listenersOn(bound.port, '127.0.0.2')).toContain(process.pid);
+      expect(await listenersOn(bound.port, '127.0.0.1')).not.toContain(process.pid);
+    } finally {
+      await closeServer(a);
+    }
+  });
+});

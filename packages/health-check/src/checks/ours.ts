@@ -71,7 +71,7 @@ export async function findDaemons(ctx: CheckContext, opts: { askStatus: boolean 
   const found = (await findProcesses({ program: d.program, match: d.processMatch })).map(
     (p): DaemonProcess => ({ ...p, account: accountInArgv(p.argv) ?? accountInEnviron(p.pid) }),
   );
-  const listeners = await listenersOn(d.http.port);
+  const listeners = await listenersOn(d.http.port, d.http.host);
   const serving = found.filter((p) => listeners.includes(p.pid));
   let account =
     d.relaunch && d.relaunch.length > 0 ? (accountInArgv(d.relaunch) ?? process.env[ACCOUNT_ENV]) : undefined;

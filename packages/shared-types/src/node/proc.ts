@@ -90,8 +90,26 @@ export async function findProcesses(select: { program?: string; match?: readonly
   );
 }
 
+/**
+ * The /proc/net/tcp{,6} forms of an IPv4 address a socket bound to it may show: the address itself
+ * (little-endian hex), v4-mapped in tcp6, and the wildcards that also accept it. Null for a host
+ * that is not an IPv4 literal (then every address matches).
+ */
+function procAddressesFor(host: string | undefined): Set<string> | null {
+  const m = host === undefined ? null : /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
+  if (!m) return null;
+  const le = m
+    .slice(1, 5)
+    .reverse()
+    .map((o) => Number(o).toString(16).padStart(2, '0'))
+    .join('')
+    .toUpperCase();
+  return new Set([le, '00000000', `0000000000000000FFFF0000${le}`, '00000000000000000000000000000000']);
+}
+
 /** Socket inodes in a LISTEN (0A) or ESTABLISHED (01) state on a local or remote port (Linux). */
-function procNetInodes(port: number, state: '0A' | '01', side: 'local' | 'remote'): Set<string> {
+function procNetInodes(port: number, state: '0A' | '01', side: 'local' | 'remote', host?: string): Set<string> {
+  const addresses = side === 'local' ? procAddressesFor(host) : null;
   const inodes = new Set<string>();
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text: string;
@@ -103,8 +121,10 @@ function procNetInodes(port: number, state: '0A' | '01', side: 'local' | 'remote
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       if (f.length < 10 || f[3] !== state) continue;
-      const addr = side === 'local' ? f[1] : f[2];
-      if (Number.parseInt(addr?.split(':')[1] ?? '', 16) === port) inodes.add(f[9]!);
+      const [ip, hexPort] = (side === 'local' ? f[1] : f[2])?.split(':') ?? [];
+      if (Number.parseInt(hexPort ?? '', 16) !== port) continue;
+      if (addresses && !addresses.has(ip ?? '')) continue;
+      inodes.add(f[9]!);
     }
   }
   return inodes;
@@ -136,9 +156,13 @@ function pidsOwning(inodes: Set<string>): number[] {
   return pids;
 }
 
-/** The processes listening on a TCP port, found by port (not by name). */
-export async function listenersOn(port: number): Promise<number[]> {
-  if (process.platform === 'linux') return pidsOwning(procNetInodes(port, '0A', 'local'));
+/**
+ * The processes listening on a TCP port, found by port (not by name); with `host` (an IPv4
+ * literal, Linux), only those whose listener accepts connections to that address (bound to it or
+ * to a wildcard), so a listener on 127.0.0.2:PORT is not taken for one on 127.0.0.1:PORT.
+ */
+export async function listenersOn(port: number, host?: string): Promise<number[]> {
+  if (process.platform === 'linux') return pidsOwning(procNetInodes(port, '0A', 'local', host));
   const { stdout } = await runCommand(['lsof', '-nP', `-iTCP:${port}`, '-sTCP:LISTEN', '-t'], 5000);
   return stdout.split('\n').filter(Boolean).map(Number);
 }
