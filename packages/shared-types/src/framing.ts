@@ -155,6 +155,18 @@ export class LineFramer {
   constructor(readonly options: FramerOptions = { maxLineBytes: DEFAULT_MAX_LINE_BYTES }) {}
 
   push(chunk: Uint8Array): Frame[] {
+    // The common case, one whole line ending in LF at a line boundary, without the general loop.
+    const last = chunk.length - 1;
+    if (
+      last >= 0 &&
+      last <= this.options.maxLineBytes &&
+      chunk[last] === LF &&
+      this.idle &&
+      chunk.indexOf(LF) === last &&
+      chunk.indexOf(CR) < 0
+    ) {
+      return [line(chunk.subarray(0, last), 'lf')];
+    }
     const { state, frames } = frameChunk(this.state, chunk, this.options);
     this.state = state;
     return frames;

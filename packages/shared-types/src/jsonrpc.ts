@@ -95,31 +95,24 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 
 /** Classifies one parsed JSON value as a call, a notification or an invalid request. */
 export function classify(value: unknown): Incoming {
-  if (!isPlainObject(value)) {
-    return {
-      kind: 'invalid',
-      id: null,
-      error: rpcError(RpcErrorCode.INVALID_REQUEST, 'request must be a JSON object'),
-    };
-  }
+  if (!isPlainObject(value)) return invalidRequest(null, 'request must be a JSON object');
   const hasId = Object.hasOwn(value, 'id');
   const id = hasId && isId(value.id) ? value.id : null;
-  const invalid = (message: string): Incoming => ({
-    kind: 'invalid',
-    id,
-    error: rpcError(RpcErrorCode.INVALID_REQUEST, message),
-  });
-  if (hasId && !isId(value.id)) return invalid('id must be a string, a number or null');
-  if (value.jsonrpc !== '2.0') return invalid('only jsonrpc version 2.0 is supported');
-  if (typeof value.method !== 'string' || value.method === '') return invalid('method field must be set');
+  if (hasId && !isId(value.id)) return invalidRequest(id, 'id must be a string, a number or null');
+  if (value.jsonrpc !== '2.0') return invalidRequest(id, 'only jsonrpc version 2.0 is supported');
+  if (typeof value.method !== 'string' || value.method === '') return invalidRequest(id, 'method field must be set');
   // As signal-cli: a null params member is treated as absent.
   const params = value.params === null ? undefined : value.params;
   if (params !== undefined && typeof params !== 'object') {
-    return invalid('params must be an object or an array');
+    return invalidRequest(id, 'params must be an object or an array');
   }
   return hasId
     ? { kind: 'call', id, method: value.method, params }
     : { kind: 'notification', method: value.method, params };
+}
+
+function invalidRequest(id: JsonRpcId, message: string): Incoming {
+  return { kind: 'invalid', id, error: rpcError(RpcErrorCode.INVALID_REQUEST, message) };
 }
 
 /** Classifies an already-parsed JSON value: one request, or a batch. */

@@ -70,6 +70,13 @@ export function renderMetrics(families: readonly MetricFamily[]): string {
   return out.length === 0 ? '' : `${out.join('\n')}\n`;
 }
 
+/** The key of one label set (a loop: cheaper than `join` for the few labels of a series). */
+function seriesKey(values: readonly string[]): string {
+  let key = values[0] ?? '';
+  for (let i = 1; i < values.length; i++) key += `\u0000${values[i]}`;
+  return key;
+}
+
 /**
  * Counts by a fixed set of labels (e.g. method and outcome), bounded: once `maxSeries` distinct
  * label sets exist, new ones are counted under `overflow` for every label, so a client cannot
@@ -85,22 +92,28 @@ export class LabelledCounter {
   ) {}
 
   inc(values: readonly string[], by = 1): void {
-    let key = values.join('\u0000');
-    if (!this.counts.has(key) && this.counts.size >= this.maxSeries) {
-      values = this.labelNames.map(() => this.overflow);
-      key = values.join('\u0000');
+    this.series(values).value += by;
+  }
+
+  /**
+   * The series of one label set, created at 0 when new (under `overflow` once `maxSeries` exist):
+   * a caller that counts one label set often may keep it and add to `value` directly.
+   */
+  series(values: readonly string[]): { value: number } {
+    const entry = this.counts.get(seriesKey(values));
+    if (entry) return entry;
+    if (this.counts.size >= this.maxSeries) values = this.labelNames.map(() => this.overflow);
+    const key = seriesKey(values);
+    let created = this.counts.get(key);
+    if (!created) {
+      created = { labels: Object.fromEntries(this.labelNames.map((n, i) => [n, values[i] ?? ''])), value: 0 };
+      this.counts.set(key, created);
     }
-    const entry = this.counts.get(key);
-    if (entry) entry.value += by;
-    else
-      this.counts.set(key, {
-        labels: Object.fromEntries(this.labelNames.map((n, i) => [n, values[i] ?? ''])),
-        value: by,
-      });
+    return created;
   }
 
   get(values: readonly string[]): number {
-    return this.counts.get(values.join('\u0000'))?.value ?? 0;
+    return this.counts.get(seriesKey(values))?.value ?? 0;
   }
 
   samples(): MetricSample[] {

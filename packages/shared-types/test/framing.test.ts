@@ -203,6 +203,52 @@ describe('frameChunk', () => {
   });
 });
 
+describe('LineFramer', () => {
+  // push() takes a shortcut for a chunk that is exactly one LF-terminated line at a line boundary
+  // (the usual request): whole lines as chunks hit it, cuts inside lines and CRs take the loop.
+  it('matches the whole-input reference however the input is split, shortcut or not', () => {
+    const line = fc.tuple(
+      fc.array(byte, { maxLength: 12 }).map((a) => a.filter((b) => b !== LF)),
+      fc.constantFrom([LF], [LF], [CR, LF], [CR]),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(line, { maxLength: 12 }),
+        fc.boolean(),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        fc.integer({ min: 0, max: 10 }),
+        (lines, byLine, cuts, max) => {
+          const parts = lines.map(([body, eol]) => Uint8Array.from([...body, ...eol]));
+          const input = Uint8Array.from(parts.flatMap((p) => [...p]));
+          const framer = new LineFramer({ maxLineBytes: max });
+          const frames: Frame[] = [];
+          for (const chunk of byLine ? parts : splitAt(input, cuts)) {
+            frames.push(...framer.push(chunk));
+            expect(framer.bufferedBytes).toBeLessThanOrEqual(max);
+          }
+          frames.push(...framer.end());
+          expect(simplify(frames)).toEqual(reference(input, max));
+          expect(framer.idle).toBe(true);
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('takes a chunk of one line as a view of it, and a CR before the LF still ends the line once', () => {
+    const framer = new LineFramer({ maxLineBytes: 8 });
+    const chunk = new TextEncoder().encode('{"a":1}\n');
+    const [frame] = framer.push(chunk);
+    expect(frame).toMatchObject({ kind: 'line', end: 'lf', crlf: false });
+    expect(frame?.kind === 'line' && frame.bytes.buffer).toBe(chunk.buffer);
+    expect(simplify(framer.push(new TextEncoder().encode('ab\r\n')))).toEqual([
+      { kind: 'line', text: [0x61, 0x62], eol: 'cr' },
+    ]);
+    // One byte over the limit is an oversize line, not a line.
+    expect(simplify(framer.push(new TextEncoder().encode('123456789\n')))).toEqual([{ kind: 'oversize' }]);
+  });
+});
+
 describe('decodeLine and encodeLine', () => {
   it('rejects invalid UTF-8 instead of guessing', () => {
     expect(decodeLine(Uint8Array.of(0x7b, 0xc3, 0x28, 0x7d))).toBeNull();

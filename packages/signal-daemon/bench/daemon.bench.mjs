@@ -8,7 +8,9 @@
 // a bare server (bare-server.mjs: JSON.parse + JSON.stringify, TCP and HTTP) and two daemons,
 // A (+15550000001) and B (+15550000002), through the CLI, sharing one local network file in a
 // temporary directory. Then, each with a warm-up before a fixed measuring time (the `version`
-// loads in 3 rounds, bare server and daemon alternating, the median reported):
+// loads in 11 rounds, 5 with --quick, bare server and daemon alternating; a rate's ratio is the
+// median of the rounds' ratios, each of two windows side by side, so that the drift of a shared
+// machine moves both sides; other figures are medians over the rounds):
 //
 //   1. `version` over TCP, 50 connections x 1 call in flight, then 50 x 8 (pipelined lines);
 //   2. `version` over HTTP, 50 keep-alive connections x 1 call in flight (raw sockets, so the
@@ -52,10 +54,10 @@ const ONLY = new Set(
   (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse').split(',').filter((x) => x !== ''),
 );
 
-/** `version` loads: ROUNDS rounds, bare and daemon alternating, each a warm-up and a measuring window; medians reported. */
-const ROUNDS = 3;
-const WARMUP_MS = QUICK ? 200 : 500;
-const MEASURE_MS = QUICK ? 500 : 1500;
+/** `version` loads: ROUNDS rounds, bare and daemon alternating, each a warm-up and a measuring window. */
+const ROUNDS = QUICK ? 5 : 11;
+const WARMUP_MS = QUICK ? 200 : 250;
+const MEASURE_MS = QUICK ? 400 : 700;
 const SSE_WARMUP_MS = QUICK ? 300 : 1000;
 const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
 const PACED_RATE = 1000; // messages per second
@@ -323,11 +325,13 @@ function percentiles(samples, n) {
 }
 
 /** Per field, the median over rounds (counts summed); the rounds themselves kept under `rounds`. */
+/** The median of the finite numbers (the lower middle one of an even count); NaN when none. */
+function median(xs) {
+  const a = xs.filter(Number.isFinite).sort((x, y) => x - y);
+  return a.length === 0 ? Number.NaN : a[(a.length - 1) >> 1];
+}
+
 function medianOfRuns(runs) {
-  const median = (xs) => {
-    const a = xs.filter(Number.isFinite).sort((x, y) => x - y);
-    return a.length === 0 ? Number.NaN : a[(a.length - 1) >> 1];
-  };
   const pick = (f) => median(runs.map(f));
   return {
     rps: pick((x) => x.rps),
@@ -683,7 +687,15 @@ async function main() {
         runs[side].push(await versionLoad({ ...opts, port, pids }));
       }
     }
-    r[name] = { vigil: medianOfRuns(runs.vigil), baseline: medianOfRuns(runs.baseline) };
+    // The rate ratio of each round (its two windows side by side, so a machine that slows down
+    // or speeds up during the run moves both), then the median of those.
+    const ratios = runs.vigil.map((v, i) => v.rps / runs.baseline[i].rps);
+    r[name] = {
+      vigil: medianOfRuns(runs.vigil),
+      baseline: medianOfRuns(runs.baseline),
+      rpsRatio: median(ratios),
+      ratios,
+    };
   };
   const sse = async (name, paced) => {
     log(`${name}: baseline`);
@@ -724,28 +736,27 @@ async function main() {
 
   // The table. ratio = vigil / baseline: above 1 is better for rates, worse for latencies and CPU.
   const rows = [];
-  const add = (measure, v, b, format, goal, met) =>
+  const add = (measure, v, b, format, goal, met, ratio) =>
     rows.push({
       measure,
       vigil: v,
       baseline: b,
       vigilText: format(v),
       baselineText: b === undefined ? '-' : format(b),
-      ratio: b === undefined || format === fmt.count ? Number.NaN : v / b,
+      ratio: ratio ?? (b === undefined || format === fmt.count ? Number.NaN : v / b),
       goal,
       met,
     });
   const loadRows = (label, key, rpsGoal, p99Goal) => {
     if (!r[key]) return;
-    const { vigil: v, baseline: b } = r[key];
-    const ratio = v.rps / b.rps;
-    add(`${label} req/s`, v.rps, b.rps, fmt.rate, `>= ${rpsGoal}x`, ratio >= rpsGoal && v.errors === 0);
+    const { vigil: v, baseline: b, rpsRatio } = r[key];
+    add(`${label} req/s`, v.rps, b.rps, fmt.rate, `>= ${rpsGoal}x`, rpsRatio >= rpsGoal && v.errors === 0, rpsRatio);
     add(`${label} p50 ms`, v.p50, b.p50, fmt.ms);
     add(`${label} p99 ms`, v.p99, b.p99, fmt.ms, p99Goal && `< ${p99Goal}`, p99Goal ? v.p99 < p99Goal : undefined);
     add(`${label} server CPU us/call`, v.cpu.serverUsPerUnit, b.cpu.serverUsPerUnit, fmt.us);
   };
-  loadRows('TCP version 50x1', 'tcp_50x1', 0.6);
-  loadRows('TCP version 50x8', 'tcp_50x8', 0.6);
+  loadRows('TCP version 50x1', 'tcp_50x1', 0.9);
+  loadRows('TCP version 50x8', 'tcp_50x8', 0.9);
   loadRows('HTTP version 50x1', 'http_50x1', 0.4, 5);
   const p = r.sse_paced;
   const m = r.sse_max;
@@ -810,7 +821,7 @@ async function main() {
       `version loads: median of ${ROUNDS} rounds of ${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms; ` +
       `send->SSE: ${SSE_WARMUP_MS} ms warm-up + ${SSE_MEASURE_MS} ms` +
       `${QUICK ? ' (--quick)' : ''}\n` +
-      'ratio = vigil / baseline; server CPU: the daemons A+B (vigil) or the bare server, per call or message; ' +
+      "ratio = vigil / baseline (for a version load rate: the median of the rounds' ratios); server CPU: the daemons A+B (vigil) or the bare server, per call or message; " +
       'baseline for send->SSE: the bare server, in-process fan-out (no storage, one process)\n\n',
   );
   printTable(rows);

@@ -130,10 +130,10 @@ export async function start(
 
   const dispatcher = new Dispatcher(logger);
 
-  /** Methods of the daemon itself, then the backend's. */
+  /** Methods of the daemon itself (answered at once), then the backend's. */
   const invokeFor =
     (conn: TcpConnection | null): Invoke =>
-    async (method, params) => {
+    (method, params) => {
       switch (method) {
         case 'version':
           return { version: VERSION };
@@ -151,19 +151,21 @@ export async function start(
           return {};
         }
         default:
-          if (backend.handles(method)) {
-            if (backend.state() === 'down') {
-              throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
-            }
-            // signal-cli reads attachment paths itself: they are checked here first.
-            if (backend.kind === 'signal-cli') await checkPaths(method, params);
-            const result = await backend.call(method, params);
-            if (OUTBOUND.has(method)) outbound(method, result);
-            return result;
-          }
+          if (backend.handles(method)) return callBackend(method, params);
       }
       throw new RpcFailure(RpcErrorCode.METHOD_NOT_FOUND, 'Method not implemented');
     };
+
+  const callBackend = async (method: string, params: unknown): Promise<unknown> => {
+    if (backend.state() === 'down') {
+      throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
+    }
+    // signal-cli reads attachment paths itself: they are checked here first.
+    if (backend.kind === 'signal-cli') await checkPaths(method, params);
+    const result = await backend.call(method, params);
+    if (OUTBOUND.has(method)) outbound(method, result);
+    return result;
+  };
 
   /** File paths in a call's params (attachments, avatars) must pass the attachment checks. */
   const checkPaths = async (method: string, params: unknown): Promise<void> => {

@@ -17,7 +17,7 @@ import {
   renderMetrics,
 } from '@vigil/shared-types';
 import { RpcFailure } from './errors.js';
-import type { Invoke } from './rpc.js';
+import { type Invoke, isPending } from './rpc.js';
 
 /** The path of the metrics; every other path is 404. */
 export const METRICS_PATH = '/metrics';
@@ -42,6 +42,8 @@ const BACKEND_STATES = ['serving', 'starting', 'down'] as const;
 export class DaemonMetrics {
   /** Calls by method, transport and outcome; a method the daemon does not know is `unknown`. */
   readonly calls = new LabelledCounter(['method', 'transport', 'outcome'], 1000);
+  /** The `ok` series of `calls` by method, per transport (see count). */
+  private readonly okSeries = { http: new Map<string, { value: number }>(), tcp: new Map<string, { value: number }>() };
   /** Successful outbound sends, by method. */
   readonly sent = new LabelledCounter(['method'], 50);
   received = 0;
@@ -50,18 +52,44 @@ export class DaemonMetrics {
 
   /** Counts the calls `invoke` makes. */
   count(invoke: Invoke, transport: 'http' | 'tcp'): Invoke {
-    return async (method, params) => {
+    // A successful call's method is one the daemon knows (a bounded set): its series is kept.
+    const okSeries = this.okSeries[transport];
+    const ok = (method: string) => {
+      let series = okSeries.get(method);
+      if (!series) {
+        series = this.calls.series([method, transport, 'ok']);
+        okSeries.set(method, series);
+      }
+      series.value += 1;
+    };
+    const failed = (method: string, err: unknown) => {
+      const code = err instanceof RpcFailure ? err.rpcCode : RpcErrorCode.INTERNAL_ERROR;
+      // Client-chosen names are not labels: an unknown method is counted as `unknown`.
+      const name = code === RpcErrorCode.METHOD_NOT_FOUND ? 'unknown' : method;
+      this.calls.inc([name, transport, OUTCOME[code] ?? `error_${Math.abs(code)}`]);
+    };
+    return (method, params) => {
+      let result: unknown;
       try {
-        const result = await invoke(method, params);
-        this.calls.inc([method, transport, 'ok']);
-        return result;
+        result = invoke(method, params);
       } catch (err) {
-        const code = err instanceof RpcFailure ? err.rpcCode : RpcErrorCode.INTERNAL_ERROR;
-        // Client-chosen names are not labels: an unknown method is counted as `unknown`.
-        const name = code === RpcErrorCode.METHOD_NOT_FOUND ? 'unknown' : method;
-        this.calls.inc([name, transport, OUTCOME[code] ?? `error_${Math.abs(code)}`]);
+        failed(method, err);
         throw err;
       }
+      if (!isPending(result)) {
+        ok(method);
+        return result;
+      }
+      return Promise.resolve(result).then(
+        (value) => {
+          ok(method);
+          return value;
+        },
+        (err: unknown) => {
+          failed(method, err);
+          throw err;
+        },
+      );
     };
   }
 

@@ -10,14 +10,25 @@ import {
 } from '@vigil/shared-types';
 import { RpcFailure } from './errors.js';
 
-/** Calls one method; throws RpcFailure (or anything else, which becomes -32603). */
-export type Invoke = (method: string, params: unknown) => Promise<unknown>;
+/**
+ * Calls one method: its result, or a promise of it. A method that can answer at once (`version`,
+ * the receive subscriptions) returns the result itself, so its reply is written in the same turn
+ * as the request was read; one that waits returns a promise. Throws (or rejects with) RpcFailure,
+ * or anything else, which becomes -32603.
+ */
+export type Invoke = (method: string, params: unknown) => unknown;
 
 export type Reply = JsonRpcResponse | JsonRpcResponse[] | undefined;
+
+/** True for a promise (or any thenable): the value is not there yet. */
+export function isPending<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
 
 /**
  * JSON-RPC dispatch, the same for HTTP and TCP: one reply per call, none for a notification;
  * a batch gets an array of the replies due (none at all when every element was a notification).
+ * The reply is returned directly when every method called answered at once, else as a promise.
  */
 export class Dispatcher {
   /** Calls under way, for a bounded drain at shutdown. */
@@ -26,39 +37,59 @@ export class Dispatcher {
 
   constructor(private readonly logger: Logger) {}
 
-  async dispatch(message: ParsedMessage, invoke: Invoke): Promise<Reply> {
+  dispatch(message: ParsedMessage, invoke: Invoke): Reply | Promise<Reply> {
     switch (message.kind) {
       case 'error':
         return failure(null, message.error);
       case 'single':
         return this.one(message.item, invoke);
       case 'batch': {
-        const replies = await Promise.all(message.items.map((item) => this.one(item, invoke)));
-        const due = replies.filter((r): r is JsonRpcResponse => r !== undefined);
-        return due.length > 0 ? due : undefined;
+        const replies = message.items.map((item) => this.one(item, invoke));
+        return replies.some(isPending) ? Promise.all(replies).then(due) : due(replies as Answer[]);
       }
     }
   }
 
-  private async one(item: Incoming, invoke: Invoke): Promise<JsonRpcResponse | undefined> {
+  private one(item: Incoming, invoke: Invoke): Answer | Promise<Answer> {
     if (item.kind === 'invalid') return failure(item.id, item.error);
     this.inFlight++;
+    let result: unknown;
     try {
-      const result = await invoke(item.method, item.params);
-      return item.kind === 'call' ? success(item.id, result ?? null) : undefined;
+      result = invoke(item.method, item.params);
     } catch (err) {
-      if (err instanceof RpcFailure) {
-        return item.kind === 'call' ? failure(item.id, err.toObject()) : undefined;
-      }
-      this.logger.error('method failed unexpectedly', { method: item.method, error: String(err) });
-      const detail = err instanceof Error ? err.message : String(err);
-      return item.kind === 'call'
-        ? failure(item.id, rpcError(RpcErrorCode.INTERNAL_ERROR, `Internal error: ${detail}`))
-        : undefined;
-    } finally {
-      this.inFlight--;
-      if (this.inFlight === 0) for (const done of this.idle.splice(0)) done();
+      this.settled();
+      return this.failed(item, err);
     }
+    if (!isPending(result)) {
+      this.settled();
+      return item.kind === 'call' ? success(item.id, result ?? null) : undefined;
+    }
+    return Promise.resolve(result).then(
+      (value) => {
+        this.settled();
+        return item.kind === 'call' ? success(item.id, value ?? null) : undefined;
+      },
+      (err: unknown) => {
+        this.settled();
+        return this.failed(item, err);
+      },
+    );
+  }
+
+  private failed(item: Exclude<Incoming, { kind: 'invalid' }>, err: unknown): Answer {
+    if (err instanceof RpcFailure) {
+      return item.kind === 'call' ? failure(item.id, err.toObject()) : undefined;
+    }
+    this.logger.error('method failed unexpectedly', { method: item.method, error: String(err) });
+    const detail = err instanceof Error ? err.message : String(err);
+    return item.kind === 'call'
+      ? failure(item.id, rpcError(RpcErrorCode.INTERNAL_ERROR, `Internal error: ${detail}`))
+      : undefined;
+  }
+
+  private settled(): void {
+    this.inFlight--;
+    if (this.inFlight === 0 && this.idle.length > 0) for (const done of this.idle.splice(0)) done();
   }
 
   /** Resolves when no call is under way, or after `ms`, whichever comes first. */
@@ -72,4 +103,13 @@ export class Dispatcher {
       });
     });
   }
+}
+
+/** One element's reply: none for a notification. */
+type Answer = JsonRpcResponse | undefined;
+
+/** The replies due in a batch: none at all when every element was a notification. */
+function due(replies: readonly Answer[]): Reply {
+  const out = replies.filter((r): r is JsonRpcResponse => r !== undefined);
+  return out.length > 0 ? out : undefined;
 }

@@ -320,6 +320,23 @@ describe('TCP connection slots', () => {
     await new Promise((r) => again.socket.once('data', r));
   });
 
+  it('keeps a connection open while it keeps sending, however long, and closes it once it stops', async () => {
+    const a = await localDaemon('--receive-mode', 'manual', '--tcp-idle-timeout', '0.6', '--log-level', 'debug');
+    const c = await TcpClient.connect(a.tcp!);
+    // A call every 0.25 s for 2 s: more than three timeouts in all, never one of silence.
+    for (let i = 0; i < 8; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      expect(c.closed).toBe(false);
+      expect((await c.call('version')).result).toBeDefined();
+    }
+    const quietFrom = Date.now();
+    await until('the quiet connection is closed', () => c.closed, 5000);
+    // Closed after the timeout of silence (timers may fire a little early), not long after it.
+    expect(Date.now() - quietFrom).toBeGreaterThanOrEqual(550);
+    expect(Date.now() - quietFrom).toBeLessThan(2000);
+    expect(logLines(a.output(), 'tcp connection closed: idle')).toHaveLength(1);
+  });
+
   it('closes idle connections that receive nothing; a subscribed consumer stays however quiet', async () => {
     const a = await localDaemon('--receive-mode', 'manual', '--tcp-idle-timeout', '0.5', '--log-level', 'debug');
     const idle = await open(a.tcp!, '127.0.0.1');

@@ -231,6 +231,35 @@ describe('TCP transport', () => {
     c.close();
   });
 
+  it('answers 300 lines written at once, each once and in order, errors and a waiting call among them', async () => {
+    const c = await TcpClient.connect(d.tcp!);
+    const lines: string[] = [];
+    for (let i = 1; i <= 300; i++) {
+      if (i === 100)
+        lines.push('{"jsonrpc":"2.0","method":"version","id":100'); // broken JSON
+      else if (i === 200) lines.push(JSON.stringify({ jsonrpc: '2.0', method: 'listContacts', id: 200 }));
+      else lines.push(JSON.stringify({ jsonrpc: '2.0', method: i % 7 === 0 ? 'noSuchMethod' : 'version', id: i }));
+    }
+    c.write(`${lines.join('\n')}\n`);
+    const replies = [];
+    for (let i = 0; i < 300; i++) replies.push(await c.next());
+    // The one call that waits (a database read) may come after later calls answered at once.
+    const byId = new Map(replies.map((r) => [r.id, r]));
+    expect(replies.filter((r) => r.id === null)).toHaveLength(1);
+    expect(replies.find((r) => r.id === null)).toMatchObject({ error: { code: -32700 } });
+    expect(byId.get(200)).toMatchObject({ result: expect.any(Array) });
+    const quick = replies.filter((r) => r.id !== null && r.id !== 200).map((r) => r.id);
+    expect(quick).toEqual([...Array(300).keys()].map((i) => i + 1).filter((i) => i !== 100 && i !== 200));
+    for (const id of quick) {
+      expect(byId.get(id)).toMatchObject(
+        id % 7 === 0 ? { error: { code: -32601 } } : { result: { version: expect.any(String) } },
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(c.pending).toBe(0);
+    c.close();
+  });
+
   it('replies in completion order: a fast call is not held behind a slow one', async () => {
     const c = await TcpClient.connect(d.tcp!);
     const uri = (await c.call('startLink', undefined, 'l')).result.deviceLinkUri;

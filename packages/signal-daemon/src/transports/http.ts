@@ -121,22 +121,24 @@ export class HttpTransport {
               error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
             } as const)
           : parseMessage(text);
-      this.o.dispatcher.dispatch(message, this.o.invoke).then(
-        (reply) => {
-          if (reply === undefined) {
-            res.writeHead(201, { 'content-length': 0 });
-            res.end();
-            return;
-          }
-          const body = JSON.stringify(reply);
-          res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
-          res.end(body);
-        },
-        (err) => {
-          this.o.logger.error('dispatch failed', { error: String(err) });
-          plain(res, 500, 'Internal Server Error');
-        },
-      );
+      Promise.resolve()
+        .then(() => this.o.dispatcher.dispatch(message, this.o.invoke))
+        .then(
+          (reply) => {
+            if (reply === undefined) {
+              res.writeHead(201, { 'content-length': 0 });
+              res.end();
+              return;
+            }
+            const body = JSON.stringify(reply);
+            res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+            res.end(body);
+          },
+          (err) => {
+            this.o.logger.error('dispatch failed', { error: String(err) });
+            plain(res, 500, 'Internal Server Error');
+          },
+        );
     });
     req.on('error', () => {});
   }

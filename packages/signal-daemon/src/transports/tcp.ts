@@ -13,7 +13,7 @@ import {
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
 import type { HoldConsumer, Inbox } from '../inbox.js';
-import type { Dispatcher, Invoke, Reply } from '../rpc.js';
+import { type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
 const WRITE_HIGH_WATER = 1024 * 1024;
@@ -54,20 +54,33 @@ export class TcpConnection {
   private nextSubscription = 0;
   private closed = false;
   private idleTimer: NodeJS.Timeout | null = null;
+  /** When the peer last sent something (ms since the epoch): the idle timer checks it when it runs. */
+  private lastActive = Date.now();
   private readonly onAppended = () => this.pump();
   /** Set once this connection receives notifications (held messages: see Inbox.consumer). */
   private consumer: HoldConsumer | null = null;
+  /** Calls a method for this connection. */
+  private readonly invoke: Invoke;
 
   constructor(
     readonly socket: Socket,
     private readonly o: TcpOptions,
   ) {
     this.framer = new LineFramer({ maxLineBytes: o.maxLineBytes });
+    this.invoke = o.invoke(this);
     socket.setNoDelay(true);
     if (o.idleTimeoutMs > 0) this.idleTimer = setTimeout(() => this.idle(), o.idleTimeoutMs).unref();
     socket.on('data', (chunk: Buffer) => {
-      this.idleTimer?.refresh();
-      for (const frame of this.framer.push(chunk)) this.handle(frame);
+      this.lastActive = Date.now();
+      const frames = this.framer.push(chunk);
+      if (frames.length === 1) {
+        this.handle(frames[0]!);
+        return;
+      }
+      // The replies answered at once to the lines of one chunk leave in one write.
+      socket.cork();
+      for (const frame of frames) this.handle(frame);
+      socket.uncork();
     });
     socket.on('end', () => {
       // A peer that half-closes after its last request still gets the replies.
@@ -111,6 +124,12 @@ export class TcpConnection {
    */
   private idle(): void {
     if (this.closed) return;
+    // The timer is not moved at each chunk (that costs on every request); it looks when it runs.
+    const quiet = Date.now() - this.lastActive;
+    if (quiet < this.o.idleTimeoutMs) {
+      this.idleTimer = setTimeout(() => this.idle(), this.o.idleTimeoutMs - quiet).unref();
+      return;
+    }
     if (this.receiving || this.inFlight > 0) {
       this.idleTimer?.refresh();
       return;
@@ -133,11 +152,21 @@ export class TcpConnection {
       return;
     }
     const message = parseMessage(text);
+    let reply: Reply | Promise<Reply>;
+    try {
+      reply = this.o.dispatcher.dispatch(message, this.invoke);
+    } catch (err) {
+      reply = Promise.reject(err);
+    }
+    if (!isPending(reply)) {
+      if (reply !== undefined) this.write(reply);
+      return;
+    }
     this.inFlight++;
     this.updateReading();
-    this.o.dispatcher.dispatch(message, this.o.invoke(this)).then(
-      (reply) => this.done(reply),
-      (err) => {
+    reply.then(
+      (r) => this.done(r),
+      (err: unknown) => {
         this.o.logger.error('dispatch failed', { error: String(err) });
         this.done(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')));
       },
