@@ -33,6 +33,34 @@ export function spellings(name: string, spec: ParamSpec): string[] {
   return [...new Set(all)];
 }
 
+/** One accepted spelling of a documented parameter: whose it is, and its place in signal-cli's order. */
+interface Spelling {
+  readonly name: string;
+  readonly spec: ParamSpec;
+  /** The parameter's place in the method's table (problems are reported in that order). */
+  readonly index: number;
+  /** Its place among the parameter's spellings (the first one found is the one named). */
+  readonly rank: number;
+}
+
+/** Each method table's spellings, worked out once: spelling → parameter. */
+const compiled = new WeakMap<MethodParams, ReadonlyMap<string, Spelling>>();
+
+function spellingsOf(specs: MethodParams): ReadonlyMap<string, Spelling> {
+  let map = compiled.get(specs);
+  if (!map) {
+    const built = new Map<string, Spelling>();
+    Object.entries(specs).forEach(([name, spec], index) => {
+      spellings(name, spec).forEach((n, rank) => {
+        if (!built.has(n)) built.set(n, { name, spec, index, rank });
+      });
+    });
+    map = built;
+    compiled.set(specs, map);
+  }
+  return map;
+}
+
 /**
  * The one parameter resolver of the embedded network, as signal-cli's JSON-RPC layer resolves
  * params: each documented parameter of the method (methods-params.ts) is taken from its camelCase
@@ -47,19 +75,30 @@ export function resolveParams(method: string, params: unknown, table = METHOD_PA
   const given = asParams(params);
   const specs: MethodParams | undefined = table[method];
   if (!specs) return given;
+  const known = spellingsOf(specs);
+  // The keys given (usually a few), grouped by the parameter they spell.
+  const found = new Map<string, { spelling: Spelling; keys: { key: string; rank: number }[] }>();
+  for (const key of Object.keys(given)) {
+    const spelling = known.get(key);
+    if (!spelling || given[key] === null || given[key] === undefined) continue;
+    const entry = found.get(spelling.name);
+    if (entry) entry.keys.push({ key, rank: spelling.rank });
+    else found.set(spelling.name, { spelling, keys: [{ key, rank: spelling.rank }] });
+  }
   const out: Params = {};
-  for (const [name, spec] of Object.entries(specs)) {
-    const found = spellings(name, spec).filter(
-      (n) => Object.hasOwn(given, n) && given[n] !== null && given[n] !== undefined,
-    );
-    if (found.length === 0) continue;
-    const key = found[0]!;
-    for (const n of found) {
+  const entries = [...found.values()].sort((a, b) => a.spelling.index - b.spelling.index);
+  for (const { spelling, keys } of entries) {
+    const { name, spec } = spelling;
+    const names = keys.sort((a, b) => a.rank - b.rank).map((k) => k.key);
+    const key = names[0]!;
+    for (const n of names) {
       if (tooDeep(given[n])) throw invalidParams(`${n} is nested deeper than ${MAX_DEPTH} levels`);
     }
     const value = given[key];
-    const other = found.find((n) => JSON.stringify(given[n]) !== JSON.stringify(value));
-    if (other !== undefined) throw invalidParams(`${key} and ${other} are the same parameter: give one of them`);
+    if (names.length > 1) {
+      const other = names.find((n) => JSON.stringify(given[n]) !== JSON.stringify(value));
+      if (other !== undefined) throw invalidParams(`${key} and ${other} are the same parameter: give one of them`);
+    }
     const resolved = spec.list ? (Array.isArray(value) ? value : [value]) : value;
     // A refusal first: whatever its value, the parameter is not taken.
     if (spec.refused && isSet(resolved)) throw invalidParams(`${key} is not supported: ${spec.refused}`);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { LOCAL_METHODS } from '../src/localnet/backend.js';
 import { METHOD_PARAMS } from '../src/methods-params.js';
-import { dashed, MAX_DEPTH, resolveParams } from '../src/params.js';
+import { dashed, MAX_DEPTH, resolveParams, spellings } from '../src/params.js';
 import { rpc, SseClient, startDaemon, tmpDir } from './helpers.js';
 
 const A = '+15550000001';
@@ -130,6 +130,18 @@ describe('resolveParams', () => {
       resetLink: true,
     });
     failsWith(() => resolveParams('quitGroup', { delete: 'yes' }), -32602, /delete must be true or false/);
+  });
+
+  it('gives every spelling of a method to one parameter only (the resolver looks each key up once)', () => {
+    for (const [method, specs] of Object.entries(METHOD_PARAMS)) {
+      const owner = new Map<string, string>();
+      for (const [name, spec] of Object.entries(specs)) {
+        for (const key of spellings(name, spec)) {
+          expect(`${method}: ${key} → ${owner.get(key) ?? name}`).toBe(`${method}: ${key} → ${name}`);
+          owner.set(key, name);
+        }
+      }
+    }
   });
 
   it('has an entry for every method of the embedded network', () => {
