@@ -13,7 +13,7 @@ import {
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
 import type { HoldConsumer, Inbox } from '../inbox.js';
-import type { Dispatcher, Invoke } from '../rpc.js';
+import { type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
 const SSE_HIGH_WATER = 1024 * 1024;
@@ -121,24 +121,28 @@ export class HttpTransport {
               error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
             } as const)
           : parseMessage(text);
-      Promise.resolve()
-        .then(() => this.o.dispatcher.dispatch(message, this.o.invoke))
-        .then(
-          (reply) => {
-            if (reply === undefined) {
-              res.writeHead(201, { 'content-length': 0 });
-              res.end();
-              return;
-            }
-            const body = JSON.stringify(reply);
-            res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
-            res.end(body);
-          },
-          (err) => {
-            this.o.logger.error('dispatch failed', { error: String(err) });
-            plain(res, 500, 'Internal Server Error');
-          },
-        );
+      const respond = (reply: Reply) => {
+        if (reply === undefined) {
+          res.writeHead(201, { 'content-length': 0 });
+          res.end();
+          return;
+        }
+        const body = JSON.stringify(reply);
+        res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      };
+      const failed = (err: unknown) => {
+        this.o.logger.error('dispatch failed', { error: String(err) });
+        plain(res, 500, 'Internal Server Error');
+      };
+      try {
+        // A method that answers at once is answered here, in the same turn (see Dispatcher).
+        const reply = this.o.dispatcher.dispatch(message, this.o.invoke);
+        if (isPending(reply)) reply.then(respond, failed);
+        else respond(reply);
+      } catch (err) {
+        failed(err);
+      }
     });
     req.on('error', () => {});
   }
