@@ -282,8 +282,7 @@ export class LocalBackend implements Backend {
     const sender = e.sourceNumber;
     if (!sender || sender === this.me.number) return;
     this.store.addContact(this.me.number, sender);
-    const key = this.records.identity(sender);
-    if (key) this.records.trustOnFirstUse(this.me.number, sender, key);
+    this.records.trustOnFirstUse(this.me.number, sender);
     const groupId = e.dataMessage?.groupInfo?.groupId ?? null;
     for (const a of (e.dataMessage?.attachments ?? []) as { id: string }[]) {
       this.records.receivedAttachment(this.me.number, a.id, sender, groupId);
@@ -355,8 +354,7 @@ export class LocalBackend implements Backend {
     const me = this.me.number;
     await this.store.post(me, deliveries, () => {
       for (const { recipient } of deliveries) {
-        const key = recipient === me ? undefined : this.records.identity(recipient);
-        if (key) this.records.trustOnFirstUse(me, recipient, key);
+        if (recipient !== me) this.records.trustOnFirstUse(me, recipient);
       }
       if (options.record && deliveries.length > 0) {
         const parties = deliveries.map((d) => d.recipient);

@@ -46,10 +46,7 @@ export function fingerprint(key: string): string {
 export function untrusted(records: Records, owner: string, recipients: readonly string[]): Set<string> {
   const out = new Set<string>();
   for (const number of recipients) {
-    if (number === owner) continue;
-    const key = records.identity(number);
-    const t = records.trust(owner, number);
-    if (key && t && t.identityKey !== key) out.add(number);
+    if (number !== owner && records.keyChanged(owner, number)) out.add(number);
   }
   return out;
 }

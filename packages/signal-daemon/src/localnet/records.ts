@@ -116,7 +116,12 @@ export class Records {
           'added_at = excluded.added_at',
       ),
       tofu: db.prepare(
-        'INSERT OR IGNORE INTO trust (owner, number, identity_key, level, added_at) VALUES (?, ?, ?, ?, ?)',
+        'INSERT OR IGNORE INTO trust (owner, number, identity_key, level, added_at) ' +
+          "SELECT ?, number, identity_key, 'TRUSTED_UNVERIFIED', ? FROM identities WHERE number = ?",
+      ),
+      keys: db.prepare(
+        'SELECT i.identity_key AS published, t.identity_key AS trusted FROM identities i ' +
+          'LEFT JOIN trust t ON t.owner = ? AND t.number = i.number WHERE i.number = ?',
       ),
       recordSent: db.prepare(
         'INSERT OR IGNORE INTO sent_messages (author, timestamp, party, group_id) VALUES (?, ?, ?, ?)',
@@ -203,8 +208,15 @@ export class Records {
   }
 
   /** Trust on first use: the first key seen for a number is trusted (unverified). */
-  trustOnFirstUse(owner: string, number: string, key: string): void {
-    this.s.tofu.run(owner, number, key, 'TRUSTED_UNVERIFIED', Date.now());
+  /** `owner` trusts `number`'s published identity key, if it has none on record for it yet (one statement). */
+  trustOnFirstUse(owner: string, number: string): void {
+    this.s.tofu.run(owner, Date.now(), number);
+  }
+
+  /** Whether `number` published a key other than the one `owner` trusts (false when either is missing). */
+  keyChanged(owner: string, number: string): boolean {
+    const row = this.s.keys.get(owner, number) as { published: string; trusted: string | null } | undefined;
+    return row !== undefined && row.trusted !== null && row.trusted !== row.published;
   }
 
   recordSent(author: string, timestamp: number, parties: readonly string[], groupId: string | null): void {
