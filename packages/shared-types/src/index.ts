@@ -1,5 +1,6 @@
 export * from './config.js';
 export * from './errors.js';
+export * from './file-params.js';
 export * from './framing.js';
 export * from './guardian.js';
 export * from './guardian-config.js';

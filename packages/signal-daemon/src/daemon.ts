@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path';
 import {
   type DaemonStatus,
+  fileParamPaths,
   formatHostPort,
   type HostPort,
   type Logger,
@@ -18,7 +19,7 @@ import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
-import { list, optInt, resolveParams } from './params.js';
+import { optInt, resolveParams } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { isBusy, openDatabase } from './sqlite.js';
@@ -33,7 +34,6 @@ const isIoFault = (err: unknown): boolean =>
 /** Methods whose success is an outbound send. */
 const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
 /** signal-cli methods whose params may name files of the host (`attachments`, `avatar`). */
-const PATH_PARAMS = new Set(['send', 'updateGroup', 'updateProfile']);
 
 export interface DaemonHandle {
   readonly config: DaemonConfig;
@@ -161,20 +161,20 @@ export async function start(
       throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
     }
     // signal-cli reads attachment paths itself: they are checked here first.
-    if (backend.kind === 'signal-cli') await checkPaths(method, params);
+    if (backend.kind === 'signal-cli') await checkPaths(params);
     const result = await backend.call(method, params);
     if (OUTBOUND.has(method)) outbound(method, result);
     return result;
   };
 
-  /** File paths in a call's params (attachments, avatars) must pass the attachment checks. */
-  const checkPaths = async (method: string, params: unknown): Promise<void> => {
-    if (!PATH_PARAMS.has(method) || params === null || typeof params !== 'object' || Array.isArray(params)) return;
-    const p = params as Record<string, unknown>;
-    for (const name of ['attachments', 'attachment', 'avatar', 'previewImage', 'preview-image']) {
-      for (const v of list(p, name)) {
-        if (typeof v === 'string' && !v.startsWith('data:')) await checkAttachmentPath(v, attachmentPolicy);
-      }
+  /**
+   * Every file path in a call's params (signal-cli's file parameters: attachments, preview image,
+   * a quote attachment's preview file, avatars, a sticker pack's path) must pass the attachment
+   * checks before signal-cli reads it; a `data:` URI is no path.
+   */
+  const checkPaths = async (params: unknown): Promise<void> => {
+    for (const { paths } of fileParamPaths(params)) {
+      for (const path of paths) await checkAttachmentPath(path, attachmentPolicy);
     }
   };
 

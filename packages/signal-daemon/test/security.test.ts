@@ -203,10 +203,29 @@ describe('attachment paths with the signal-cli backend', () => {
       code: -32602,
       message: expect.stringContaining('/dev/zero is not a regular file'),
     });
+    // Every file parameter signal-cli reads, in any spelling: a quote attachment's preview file,
+    // a sticker pack's path, an avatar; none of them reaches signal-cli.
+    const refused: [string, Record<string, unknown>][] = [
+      ['send', { recipient: B, message: 'q', 'quote-timestamp': 1, quoteAttachment: ['image/png:x.png:/dev/zero'] }],
+      ['send', { recipient: B, message: 'p', previewUrl: 'https://x', 'preview-image': '/dev/zero' }],
+      ['uploadStickerPack', { path: '/dev/zero' }],
+      ['updateProfile', { avatar: '/dev/zero' }],
+    ];
+    for (const [method, params] of refused) {
+      expect((await rpc(a.http!, method, params)).error).toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('/dev/zero is not a regular file'),
+      });
+    }
+    const seen = (await rpc(a.http!, '_requests', {})).result as { method: string; params: unknown }[];
+    expect(JSON.stringify(seen)).not.toContain('/dev/zero');
     const good = join(d0, 'good.txt');
     writeFileSync(good, 'good');
     const ok = await rpc(a.http!, 'send', { recipient: B, attachments: [good] });
     expect(ok.result.results[0].type).toBe('SUCCESS');
+    // A data: URI is no path: a quote attachment's data: preview goes through as it came.
+    const quoted = { recipient: B, message: 'q', quoteAttachment: 'image/png:x.png:data:image/png;base64,AA==' };
+    expect((await rpc(a.http!, 'send', quoted)).result.results[0].type).toBe('SUCCESS');
     expect((statSync(join(dataDir, 'inbox.sqlite')).mode & 0o777).toString(8)).toBe('600');
     expect((statSync(join(dataDir, 'inbox.sqlite-wal')).mode & 0o777).toString(8)).toBe('600');
     expect((statSync(dataDir).mode & 0o777).toString(8)).toBe('700');

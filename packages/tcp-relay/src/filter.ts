@@ -2,13 +2,14 @@ import { isUtf8 } from 'node:buffer';
 import {
   classifyMessage,
   decodeLine,
+  FILE_PARAM_STEMS,
   failure,
+  filePathParams,
   type JsonRpcFailure,
   RELAY_REFUSED_METHODS,
   RpcErrorCode,
   rpcError,
 } from '@vigil/shared-types';
-import { FILE_PARAM_STEMS, filePathParams } from './file-params.js';
 
 /** The error code of a refused method: "method not found", as far as the guest can tell. */
 export const REFUSED_CODE = RpcErrorCode.METHOD_NOT_FOUND;

@@ -5,7 +5,6 @@
  */
 export { allowed, type Cidr, defaultAllow, parseCidr } from './cidr.js';
 export { BindError, CidrError } from './errors.js';
-export { FILE_PARAM_KEYS, FILE_PARAMS, filePathParams, isDataUri } from './file-params.js';
 export { FILE_PATH_CODE, type FilterOptions, MethodFilter, REFUSED_CODE, type Verdict } from './filter.js';
 export { GuestLines, type Refusal } from './guest-lines.js';
 export { type RelayConfig, type RelayHandle, type RelayState, startRelay as start } from './relay.js';

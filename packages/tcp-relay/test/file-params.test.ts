@@ -1,7 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { RELAY_REFUSED_METHODS } from '@vigil/shared-types';
+import { FILE_PARAM_KEYS, filePathParams, RELAY_REFUSED_METHODS } from '@vigil/shared-types';
 import fc from 'fast-check';
-import { FILE_PARAM_KEYS, filePathParams } from '../src/file-params.js';
 import { MethodFilter } from '../src/filter.js';
 import { GuestLines, type Refusal } from '../src/guest-lines.js';
 

@@ -1,7 +1,8 @@
 /**
  * Request parameters that name a file on the host. signal-cli (and the daemon, which follows it)
  * reads such a path itself, so a guest that may pass one reads the host's files and sends them
- * anywhere. The relay accepts these parameters from a guest only as `data:` URIs.
+ * anywhere. The relay accepts these parameters from a guest only as `data:` URIs; the daemon, in
+ * front of signal-cli, checks every such path as it checks an attachment before signal-cli reads it.
  */
 
 /** How a parameter carries a file. */
@@ -52,16 +53,40 @@ export const FILE_PARAM_STEMS: readonly string[] = [...new Set(FILE_PARAMS.flatM
 /** A `data:` URI, as signal-cli and the daemon tell one from a path: the prefix, exactly. */
 export const isDataUri = (s: string): boolean => s.startsWith('data:');
 
-/** True when the value (a string, or strings in lists and objects at any depth) names a file on the host. */
-function carriesPath(value: unknown, kind: FileParamKind): boolean {
+/**
+ * The host paths in one value of a file parameter: every string in it (in lists and objects at
+ * any depth) that is a path rather than a `data:` URI; of a quote attachment, its preview file.
+ */
+export function pathsIn(value: unknown, kind: FileParamKind): string[] {
   if (typeof value === 'string') {
-    if (kind === 'file') return !isDataUri(value);
+    if (kind === 'file') return isDataUri(value) ? [] : [value];
     const first = value.indexOf(':');
     const second = first < 0 ? -1 : value.indexOf(':', first + 1);
-    return second >= 0 && !isDataUri(value.slice(second + 1));
+    const file = second < 0 ? null : value.slice(second + 1);
+    return file === null || isDataUri(file) ? [] : [file];
   }
-  if (typeof value === 'object' && value !== null) return Object.values(value).some((v) => carriesPath(v, kind));
-  return false;
+  if (typeof value === 'object' && value !== null) return Object.values(value).flatMap((v) => pathsIn(v, kind));
+  return [];
+}
+
+/**
+ * The file parameters in `params` that name files on the host, as spelled there, with their
+ * paths: its own keys, as signal-cli reads them; with `nested`, also the keys of every object
+ * inside (a filter that must not let a path through under any nesting).
+ */
+export function fileParamPaths(params: unknown, nested = false): { key: string; paths: string[] }[] {
+  const found: { key: string; paths: string[] }[] = [];
+  const visit = (v: unknown): void => {
+    if (typeof v !== 'object' || v === null) return;
+    for (const [key, value] of Object.entries(v)) {
+      const kind = FILE_PARAM_KEYS.get(key);
+      const paths = kind === undefined ? [] : pathsIn(value, kind);
+      if (paths.length > 0) found.push({ key, paths });
+      else if (nested) visit(value);
+    }
+  };
+  visit(params);
+  return found;
 }
 
 /**
@@ -70,15 +95,5 @@ function carriesPath(value: unknown, kind: FileParamKind): boolean {
  */
 export function filePathParams(request: unknown): string[] {
   if (typeof request !== 'object' || request === null || Array.isArray(request)) return [];
-  const found: string[] = [];
-  const visit = (v: unknown): void => {
-    if (typeof v !== 'object' || v === null) return;
-    for (const [key, value] of Object.entries(v)) {
-      const kind = FILE_PARAM_KEYS.get(key);
-      if (kind !== undefined && carriesPath(value, kind)) found.push(key);
-      else visit(value);
-    }
-  };
-  visit((request as Record<string, unknown>).params);
-  return found;
+  return fileParamPaths((request as Record<string, unknown>).params, true).map((f) => f.key);
 }
