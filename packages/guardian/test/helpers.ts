@@ -106,7 +106,11 @@ export function waitEvent(log: string, name: string, n = 1, timeoutMs = 15_000):
       return events.filter((e) => e.event === name).length >= n ? events : undefined;
     },
     timeoutMs,
-  );
+  ).catch((err: Error) => {
+    // What the guardian did instead, for the reader of a failed run.
+    const seen = readLines(log).map((e) => `${e.ts} ${e.event}${e.reason ? ` (${e.reason})` : ''}`);
+    throw new Error(`${err.message}; the log's last events:\n${seen.slice(-20).join('\n')}`);
+  });
 }
 
 export interface FaultServer {

@@ -145,6 +145,10 @@ describe('start-up grace (issue 19.3)', () => {
       baseConfig(dir, s.port, {
         intervalS: 0.1,
         startGraceS: 30,
+        // The failing fallback is restarted every few ticks until the restore comes: it must not
+        // reach the restart limit first (a person is needed then, and `run` ends) however slowly
+        // the `guardian restore` process starts on a loaded machine.
+        maxRestarts: 1000,
         primary: { standalone: [NODE, '-e', 'process.exit(0)'], service: { kind: 'command', ...OK_COMMANDS } },
       }),
     );
