@@ -351,6 +351,18 @@ export function sharedServer(start: () => Promise<ServerProcess>, apiKey?: strin
   };
 }
 
+/** Waits until `n` sequences are generating, as /metrics counts them. */
+export async function waitBusy(addr: HostPort, n: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await request(addr, { path: '/metrics' });
+    const busy = Number(/^inference_busy_sequences (\d+)$/m.exec(r.text)?.[1] ?? 0);
+    if (busy >= n) return;
+    if (Date.now() > deadline) throw new Error(`${busy} of ${n} sequences busy after ${timeoutMs} ms`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 /** The body of an OpenAI error that names no parameter. */
 export const errorBody = (type: string, code: string, message: unknown = expect.any(String)) => ({
   error: { message, type, param: null, code },

@@ -21,6 +21,7 @@ import {
   serveTiny,
   spawnServer,
   tinyModel,
+  waitBusy,
   waitHealthy,
   withServer,
 } from './helpers.js';
@@ -236,11 +237,13 @@ describe('shutdown', () => {
   it('on SIGTERM: stops accepting, lets short work finish, aborts long work with clear errors, exits 0 within grace + 2 s', async () => {
     const started = serveTiny(MODEL, [...BIG_CONTEXT, '--shutdown-grace', '1', '--parallel', '3']);
     await withServer(started, async (s) => {
+      const openai = openaiClient(s.http!);
       const stream = await SseCompletion.open(s.http!, LONG);
       await stream.waitFor(3);
       const longPlain = request(s.http!, { body: LONG });
-      const short = openaiClient(s.http!).chat.completions.create(chat('short', { max_tokens: 50 }));
-      await new Promise((r) => setTimeout(r, 100));
+      const short = openai.chat.completions.create(chat('short', { max_tokens: 50 }));
+      // The signal comes once all three are generating.
+      await waitBusy(s.http!, 3);
       const t0 = Date.now();
       s.child.kill('SIGTERM');
       const exit = exited(s.child);
