@@ -7,15 +7,13 @@
  */
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { Prober } from '@vigil/guardian';
 import OpenAI from 'openai';
-import { makeTiny, request, type ServerProcess, spawnServer, tmpDir, url, waitHealthy } from './helpers.js';
+import { BIG_CONTEXT, chat, openaiClient, request, serveTiny, sharedServer, tinyModel } from './helpers.js';
 
-const tmp = tmpDir();
-const MODEL = join(tmp.dir, 'tiny.gguf');
+const { dir, model: MODEL } = tinyModel();
 const KEY = 'sk-vigil-test-0123456789';
 
 /** A small JSON-schema check for what the tests' schemas use (the server's answers are checked against it). */
@@ -71,39 +69,16 @@ const tools: OpenAI.ChatCompletionTool[] = [
 ];
 const ask = [{ role: 'user' as const, content: 'What is the weather in Oslo?' }];
 
-let s: ServerProcess;
-let openai: OpenAI;
-
-beforeAll(async () => {
-  await makeTiny(MODEL);
-  const keyFile = join(tmp.dir, 'api-key');
+const keyFile = join(dir, 'api-key');
+const s = sharedServer(() => {
   writeFileSync(keyFile, `${KEY}\n`, { mode: 0o600 });
-  s = await spawnServer([
-    '--model',
-    MODEL,
-    '--model-id',
-    'tiny',
-    '--http',
-    '127.0.0.1:0',
-    '--context-size',
-    '32768',
-    '--api-key-file',
-    keyFile,
-    '--sse-keepalive',
-    '0.05',
-  ]);
-  await waitHealthy(s.http!);
-  openai = new OpenAI({ baseURL: `${url(s.http!)}/v1`, apiKey: KEY, maxRetries: 0 });
-});
-afterAll(() => {
-  s?.child.kill('SIGKILL');
-  tmp.cleanup();
-});
+  return serveTiny(MODEL, [...BIG_CONTEXT, '--api-key-file', keyFile, '--sse-keepalive', '0.05']);
+}, KEY);
 
 describe('tools', () => {
   it('forces a named function: tool_calls with arguments valid against its schema, finish_reason tool_calls', async () => {
     for (const seed of [1, 2, 3]) {
-      const r = await openai.chat.completions.create({
+      const r = await s.openai.chat.completions.create({
         model: 'tiny',
         messages: ask,
         tools,
@@ -124,7 +99,7 @@ describe('tools', () => {
   });
 
   it('"required" calls one of the tools; "none" never calls', async () => {
-    const r = await openai.chat.completions.create({
+    const r = await s.openai.chat.completions.create({
       model: 'tiny',
       messages: ask,
       tools,
@@ -139,7 +114,7 @@ describe('tools', () => {
     if (tool?.type !== 'function') throw new Error('no such tool');
     expect(validate(tool.function.parameters, JSON.parse(call.function.arguments))).toEqual([]);
     for (const seed of [1, 2]) {
-      const none = await openai.chat.completions.create({
+      const none = await s.openai.chat.completions.create({
         model: 'tiny',
         messages: ask,
         tools,
@@ -153,7 +128,7 @@ describe('tools', () => {
   });
 
   it('streams delta.tool_calls with index, which the client assembles into the call', async () => {
-    const stream = openai.chat.completions.stream({
+    const stream = s.openai.chat.completions.stream({
       model: 'tiny',
       messages: ask,
       tools,
@@ -180,7 +155,7 @@ describe('tools', () => {
   });
 
   it('takes the call and its result back (a tool round trip) and answers with text', async () => {
-    const first = await openai.chat.completions.create({
+    const first = await s.openai.chat.completions.create({
       model: 'tiny',
       messages: ask,
       tools,
@@ -195,7 +170,7 @@ describe('tools', () => {
       msg,
       { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temperature: 4, sky: 'rain' }) },
     ];
-    const second = await openai.chat.completions.create({
+    const second = await s.openai.chat.completions.create({
       model: 'tiny',
       messages,
       tools,
@@ -206,7 +181,7 @@ describe('tools', () => {
     expect(second.choices[0]!.message.content!.length).toBeGreaterThan(0);
     expect(second.choices[0]!.finish_reason).toBe('length');
     // The result is in the prompt: a different result, a different prompt length.
-    const longer = await openai.chat.completions.create({
+    const longer = await s.openai.chat.completions.create({
       model: 'tiny',
       messages: [...messages.slice(0, 2), { role: 'tool', tool_call_id: call.id, content: 'x'.repeat(200) }],
       tools,
@@ -215,7 +190,7 @@ describe('tools', () => {
     });
     expect(longer.usage!.prompt_tokens).toBeGreaterThan(second.usage!.prompt_tokens);
     // A result for a call nobody made: 400 naming it.
-    const bad = openai.chat.completions.create({
+    const bad = s.openai.chat.completions.create({
       model: 'tiny',
       messages: [...ask, { role: 'tool', tool_call_id: 'call_nope', content: 'x' }],
       max_tokens: 1,
@@ -227,7 +202,7 @@ describe('tools', () => {
 describe('structured output', () => {
   it('answers response_format json_object with a JSON object', async () => {
     for (const seed of [1, 2]) {
-      const r = await openai.chat.completions.create({
+      const r = await s.openai.chat.completions.create({
         model: 'tiny',
         messages: [{ role: 'user', content: 'Give me JSON.' }],
         response_format: { type: 'json_object' },
@@ -253,7 +228,7 @@ describe('structured output', () => {
       additionalProperties: false,
     };
     for (const seed of [1, 2, 3]) {
-      const r = await openai.chat.completions.parse({
+      const r = await s.openai.chat.completions.parse({
         model: 'tiny',
         messages: [{ role: 'user', content: 'A person.' }],
         response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
@@ -266,7 +241,7 @@ describe('structured output', () => {
   });
 
   it('refuses a schema feature it cannot enforce with a 400 naming it, without generating', async () => {
-    const r = openai.chat.completions.create({
+    const r = s.openai.chat.completions.create({
       model: 'tiny',
       messages: ask,
       response_format: {
@@ -285,19 +260,19 @@ describe('structured output', () => {
 describe('n, seeds', () => {
   it('answers n: 2 with two indexed choices and usage counting both; seed + i per choice', async () => {
     const req = { model: 'tiny', messages: ask, n: 2, max_tokens: 12, temperature: 1.5, seed: 40 };
-    const r = await openai.chat.completions.create(req);
+    const r = await s.openai.chat.completions.create(req);
     expect(r.choices.map((c) => c.index)).toEqual([0, 1]);
     expect(r.choices[0]!.message.content).not.toBe(r.choices[1]!.message.content);
     expect(r.usage!.completion_tokens).toBe(24);
-    const one = await openai.chat.completions.create({ ...req, n: 1, seed: 41 });
+    const one = await s.openai.chat.completions.create({ ...req, n: 1, seed: 41 });
     expect(one.usage!.prompt_tokens).toBe(r.usage!.prompt_tokens);
     expect(one.choices[0]!.message.content).toBe(r.choices[1]!.message.content);
-    const over = openai.chat.completions.create({ ...req, n: 5 });
+    const over = s.openai.chat.completions.create({ ...req, n: 5 });
     await expect(over).rejects.toMatchObject({ status: 400, param: 'n' });
   });
 
   it('streams n: 2 with chunks of both indexes, each ended with its finish_reason', async () => {
-    const stream = await openai.chat.completions.create({
+    const stream = await s.openai.chat.completions.create({
       model: 'tiny',
       messages: ask,
       n: 2,
@@ -323,7 +298,7 @@ describe('n, seeds', () => {
 
   it('samples two unseeded requests of the same second differently', async () => {
     const one = () =>
-      openai.chat.completions.create({ model: 'tiny', messages: ask, max_tokens: 16, temperature: 1.5 });
+      s.openai.chat.completions.create({ model: 'tiny', messages: ask, max_tokens: 16, temperature: 1.5 });
     const [a, b] = await Promise.all([one(), one()]);
     expect(a.created).toBeGreaterThanOrEqual(b.created - 1);
     expect(a.choices[0]!.message.content).not.toBe(b.choices[0]!.message.content);
@@ -333,14 +308,14 @@ describe('n, seeds', () => {
 describe('the API key', () => {
   it('answers 401 invalid_api_key without the key or with a wrong one; /health stays open', async () => {
     for (const apiKey of ['wrong-key', `${KEY}x`]) {
-      const other = new OpenAI({ baseURL: `${url(s.http!)}/v1`, apiKey, maxRetries: 0 });
+      const other = openaiClient(s.http, apiKey);
       await expect(other.models.list()).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' });
       await expect(
         other.chat.completions.create({ model: 'tiny', messages: ask, max_tokens: 1 }),
       ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     }
     for (const path of ['/v1/models', '/v1/chat/completions', '/metrics', '/nope']) {
-      const r = await request(s.http!, {
+      const r = await request(s.http, {
         path,
         body: path.includes('chat') ? { model: 'tiny', messages: ask } : undefined,
       });
@@ -348,8 +323,8 @@ describe('the API key', () => {
       expect(r.headers['www-authenticate']).toBe('Bearer');
       expect(r.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key' } });
     }
-    expect((await request(s.http!, { path: '/health' })).status).toBe(200);
-    const ok = await request(s.http!, { path: '/v1/models', headers: { authorization: `Bearer ${KEY}` } });
+    expect((await request(s.http, { path: '/health' })).status).toBe(200);
+    const ok = await request(s.http, { path: '/v1/models', headers: { authorization: `Bearer ${KEY}` } });
     expect(ok.status).toBe(200);
   });
 
@@ -357,12 +332,12 @@ describe('the API key', () => {
     const prober = new Prober({ budgetMs: 10_000, prompt: 'ping', canaryPrompt: 'ping', canaryMaxTokens: 2 });
     try {
       const withKey = await prober.probe('chat', {
-        http: s.http!,
+        http: s.http,
         model: 'tiny',
-        apiKeyFile: join(tmp.dir, 'api-key'),
+        apiKeyFile: keyFile,
       });
       expect(withKey).toMatchObject({ ok: true });
-      const without = await prober.probe('chat', { http: s.http!, model: 'tiny' });
+      const without = await prober.probe('chat', { http: s.http, model: 'tiny' });
       expect(without).toMatchObject({ ok: false, cause: 'http_error' });
       expect(without.snippet).toContain('HTTP 401');
     } finally {
@@ -373,32 +348,9 @@ describe('the API key', () => {
 
 describe('/metrics and keep-alive', () => {
   it('keeps a stream alive with SSE comments while a long prompt is evaluated', async () => {
-    const body = JSON.stringify({
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'word '.repeat(12000) }],
-      max_tokens: 2,
-      stream: true,
-    });
-    const raw = await new Promise<string>((resolve, reject) => {
-      const req = httpRequest(
-        {
-          host: s.http!.host,
-          port: s.http!.port,
-          method: 'POST',
-          path: '/v1/chat/completions',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-        },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (d: string) => {
-            text += d;
-          });
-          res.on('end', () => resolve(text));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
+    const { text: raw } = await request(s.http, {
+      body: chat('word '.repeat(12000), { max_tokens: 2, stream: true }),
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
     });
     const firstContent = raw.indexOf('"content":"', raw.indexOf('"content":""') + 1);
     const comment = raw.indexOf(': keep-alive\n\n');
@@ -408,7 +360,7 @@ describe('/metrics and keep-alive', () => {
   });
 
   it('serves Prometheus metrics that count the requests and tokens, and pass promtool', async () => {
-    const r = await request(s.http!, { path: '/metrics', headers: { authorization: `Bearer ${KEY}` } });
+    const r = await request(s.http, { path: '/metrics', headers: { authorization: `Bearer ${KEY}` } });
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toContain('text/plain; version=0.0.4');
     const get = (re: RegExp) => Number(re.exec(r.text)?.[1] ?? Number.NaN);

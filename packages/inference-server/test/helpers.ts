@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect } from '@jest/globals';
 import { formatHostPort, type HostPort, parseHostPort } from '@vigil/shared-types';
+import OpenAI from 'openai';
 
 export const BIN = fileURLToPath(new URL('../bin/inference-server.js', import.meta.url));
 const run = promisify(execFile);
@@ -267,8 +269,111 @@ export function occupy(): Promise<Server> {
 
 export const url = (addr: HostPort) => `http://${formatHostPort(addr)}`;
 
+/** A completion request for the model `tiny`: one user message, and these other fields. */
+export function chat<F extends object = Record<never, never>>(
+  content: string,
+  fields?: F,
+): { model: string; messages: { role: 'user'; content: string }[] } & F {
+  return { model: 'tiny', messages: [{ role: 'user', content }], ...(fields as F) };
+}
+
 /** A completion long enough to be still running when the test acts (tiny model, big context). */
-export const LONG = { model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 30000 };
+export const LONG = chat('hello', { max_tokens: 30000 });
+
+/** The flags that give a sequence room for LONG. */
+export const BIG_CONTEXT = ['--context-size', '32768'];
+
+/** The tiny model, generated in a temporary directory before the file's tests and removed after them. */
+export function tinyModel(): { dir: string; model: string } {
+  const tmp = tmpDir();
+  const model = join(tmp.dir, 'tiny.gguf');
+  beforeAll(() => makeTiny(model));
+  afterAll(() => tmp.cleanup());
+  return { dir: tmp.dir, model };
+}
+
+/** The server on `model` as the id `tiny`, plain HTTP on a free loopback port, with these other flags. */
+export function serveTiny(model: string, flags: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  return spawnServer(['--model', model, '--model-id', 'tiny', '--http', '127.0.0.1:0', ...flags], env);
+}
+
+/** The official client on the plain listener, without retries. */
+export const openaiClient = (addr: HostPort, apiKey = 'unused') =>
+  new OpenAI({ baseURL: `${url(addr)}/v1`, apiKey, maxRetries: 0 });
+
+/** Runs `use` on a started server once it is healthy; the process is killed afterwards whatever happens. */
+export async function withServer<T>(
+  started: Promise<ServerProcess>,
+  use: (s: ServerProcess) => Promise<T>,
+): Promise<T> {
+  const s = await started;
+  try {
+    await waitHealthy(s.http!);
+    return await use(s);
+  } finally {
+    s.child.kill('SIGKILL');
+  }
+}
+
+/** A server shared by the tests of a block: its process, plain listener and client. */
+export interface SharedServer {
+  readonly process: ServerProcess;
+  readonly http: HostPort;
+  readonly openai: OpenAI;
+}
+
+/** Starts a server before the block's tests and waits until it is healthy; kills it after them. */
+export function sharedServer(start: () => Promise<ServerProcess>, apiKey?: string): SharedServer {
+  let s: ServerProcess | undefined;
+  let client: OpenAI | undefined;
+  beforeAll(async () => {
+    s = await start();
+    await waitHealthy(s.http!);
+    client = openaiClient(s.http!, apiKey);
+  });
+  afterAll(() => {
+    s?.child.kill('SIGKILL');
+  });
+  const started = () => {
+    if (!s?.http || !client) throw new Error('the server has not started');
+    return { s, http: s.http, client };
+  };
+  return {
+    get process() {
+      return started().s;
+    },
+    get http() {
+      return started().http;
+    },
+    get openai() {
+      return started().client;
+    },
+  };
+}
+
+/** Waits until `n` sequences are generating, as /metrics counts them. */
+export async function waitBusy(addr: HostPort, n: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await request(addr, { path: '/metrics' });
+    const busy = Number(/^inference_busy_sequences (\d+)$/m.exec(r.text)?.[1] ?? 0);
+    if (busy >= n) return;
+    if (Date.now() > deadline) throw new Error(`${busy} of ${n} sequences busy after ${timeoutMs} ms`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+/** The body of an OpenAI error that names no parameter. */
+export const errorBody = (type: string, code: string, message: unknown = expect.any(String)) => ({
+  error: { message, type, param: null, code },
+});
+
+/** Waits for a stream's end and checks that it ends with `[DONE]`; the event before it, parsed. */
+export async function lastEventBeforeDone(sse: SseCompletion): Promise<any> {
+  await sse.waitEnd();
+  expect(sse.events[sse.events.length - 1]).toBe('[DONE]');
+  return JSON.parse(sse.events[sse.events.length - 2]!);
+}
 
 export function readLines(file: string): Record<string, any>[] {
   return readFileSync(file, 'utf8')

@@ -7,22 +7,26 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import forge from 'node-forge';
-import OpenAI from 'openai';
 import {
+  BIG_CONTEXT,
+  chat,
   cli,
   exited,
   LONG,
-  makeTiny,
+  lastEventBeforeDone,
   occupy,
+  openaiClient,
   request,
   SseCompletion,
+  serveTiny,
   spawnServer,
-  tmpDir,
-  url,
+  tinyModel,
+  waitBusy,
   waitHealthy,
+  withServer,
 } from './helpers.js';
 
-const tmp = tmpDir();
+const tmp = tinyModel();
 
 /** A client certificate signed by the given CA that expired yesterday. */
 function expiredClient(caPem: Buffer, caKeyPem: Buffer): { cert: string; key: string } {
@@ -41,14 +45,12 @@ function expiredClient(caPem: Buffer, caKeyPem: Buffer): { cert: string; key: st
   c.sign(forge.pki.privateKeyFromPem(caKeyPem.toString()), forge.md.sha256.create());
   return { cert: forge.pki.certificateToPem(c), key };
 }
-const MODEL = join(tmp.dir, 'tiny.gguf');
+const MODEL = tmp.model;
 const OTHER = join(tmp.dir, 'other', 'tiny.gguf');
 
 beforeAll(async () => {
-  await makeTiny(MODEL);
   await cli(['make-model', '--out', OTHER, '--seed', '2']).catch(() => null);
 });
-afterAll(() => tmp.cleanup());
 
 describe('start-up failures: one clear line, a non-zero exit, nothing served', () => {
   it('exits 78 when the model file is missing', async () => {
@@ -122,7 +124,7 @@ describe('start-up failures: one clear line, a non-zero exit, nothing served', (
     const keys = join(tmp.dir, 'keys');
     const manifest = join(tmp.dir, 'signed.json');
     const access = join(tmp.dir, 'env-access.log');
-    const s = await spawnServer([], {
+    const started = spawnServer([], {
       INFERENCE_SERVER_MODEL: MODEL,
       INFERENCE_SERVER_MODEL_ID: 'a,b',
       INFERENCE_SERVER_HTTP: '127.0.0.1:0',
@@ -131,20 +133,15 @@ describe('start-up failures: one clear line, a non-zero exit, nothing served', (
       INFERENCE_SERVER_ACCESS_LOG: access,
       INFERENCE_SERVER_PARALLEL: '1',
     });
-    try {
+    await withServer(started, async (s) => {
       expect(s.output()).toContain('"msg":"manifest verified"');
-      await waitHealthy(s.http!);
       const models = await request(s.http!, { path: '/v1/models' });
       expect(models.json().data.map((m: { id: string }) => m.id)).toEqual(['a', 'b']);
-      const r = await request(s.http!, {
-        body: { model: 'b', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 },
-      });
+      const r = await request(s.http!, { body: chat('hi', { model: 'b', max_tokens: 2 }) });
       expect(r.status).toBe(200);
       await new Promise((res) => setTimeout(res, 100));
       expect(readFileSync(access, 'utf8')).toContain('"msg":"request completed"');
-    } finally {
-      s.child.kill('SIGKILL');
-    }
+    });
   });
 });
 
@@ -191,10 +188,7 @@ describe('mutual TLS', () => {
     const models = await request(s.mtls!, { path: '/v1/models', tls: good() });
     expect(models.status).toBe(200);
     expect(models.json().data[0].id).toBe('tiny');
-    const r = await request(s.mtls!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 },
-      tls: good(),
-    });
+    const r = await request(s.mtls!, { body: chat('hi', { max_tokens: 3 }), tls: good() });
     expect(r.status).toBe(200);
     expect(r.json().choices[0].message.content.length).toBeGreaterThan(0);
   });
@@ -241,32 +235,15 @@ describe('mutual TLS', () => {
 
 describe('shutdown', () => {
   it('on SIGTERM: stops accepting, lets short work finish, aborts long work with clear errors, exits 0 within grace + 2 s', async () => {
-    const s = await spawnServer([
-      '--model',
-      MODEL,
-      '--model-id',
-      'tiny',
-      '--http',
-      '127.0.0.1:0',
-      '--context-size',
-      '32768',
-      '--shutdown-grace',
-      '1',
-      '--parallel',
-      '3',
-    ]);
-    try {
-      await waitHealthy(s.http!);
-      const openai = new OpenAI({ baseURL: `${url(s.http!)}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const started = serveTiny(MODEL, [...BIG_CONTEXT, '--shutdown-grace', '1', '--parallel', '3']);
+    await withServer(started, async (s) => {
+      const openai = openaiClient(s.http!);
       const stream = await SseCompletion.open(s.http!, LONG);
       await stream.waitFor(3);
       const longPlain = request(s.http!, { body: LONG });
-      const short = openai.chat.completions.create({
-        model: 'tiny',
-        messages: [{ role: 'user', content: 'short' }],
-        max_tokens: 50,
-      });
-      await new Promise((r) => setTimeout(r, 100));
+      const short = openai.chat.completions.create(chat('short', { max_tokens: 50 }));
+      // The signal comes once all three are generating.
+      await waitBusy(s.http!, 3);
       const t0 = Date.now();
       s.child.kill('SIGTERM');
       const exit = exited(s.child);
@@ -276,9 +253,7 @@ describe('shutdown', () => {
       const plain = await longPlain;
       expect(plain.status).toBe(503);
       expect(plain.json().error).toMatchObject({ type: 'server_error', code: 'shutting_down' });
-      await stream.waitEnd();
-      expect(stream.events[stream.events.length - 1]).toBe('[DONE]');
-      expect(JSON.parse(stream.events[stream.events.length - 2]!)).toMatchObject({ error: { code: 'shutting_down' } });
+      expect(await lastEventBeforeDone(stream)).toMatchObject({ error: { code: 'shutting_down' } });
       // Exit 0 is the graceful path: the server's own timer ends it with exit 1 at grace + 1.8 s,
       // so a 0 says it finished inside the bound. The wall time seen here only guards against a
       // hang (it includes this loaded test process's own delays).
@@ -287,26 +262,11 @@ describe('shutdown', () => {
       expect(s.output()).toContain('"msg":"stopped"');
       // Nothing listens any more.
       await expect(request(s.http!, { path: '/health' })).rejects.toThrow();
-    } finally {
-      s.child.kill('SIGKILL');
-    }
+    });
   });
 
   it('exits at once on a second signal', async () => {
-    const s = await spawnServer([
-      '--model',
-      MODEL,
-      '--model-id',
-      'tiny',
-      '--http',
-      '127.0.0.1:0',
-      '--context-size',
-      '32768',
-      '--shutdown-grace',
-      '60',
-    ]);
-    try {
-      await waitHealthy(s.http!);
+    await withServer(serveTiny(MODEL, [...BIG_CONTEXT, '--shutdown-grace', '60']), async (s) => {
       const stream = await SseCompletion.open(s.http!, LONG);
       await stream.waitFor(3);
       s.child.kill('SIGTERM');
@@ -314,9 +274,7 @@ describe('shutdown', () => {
       s.child.kill('SIGTERM');
       expect(await exited(s.child)).toEqual({ code: 1, signal: null });
       stream.close();
-    } finally {
-      s.child.kill('SIGKILL');
-    }
+    });
   });
 
   it('stops cleanly when SIGTERM comes while the model is still loading', async () => {

@@ -14,7 +14,7 @@ import {
   parameterCount,
   readGgufSummary,
 } from '../src/index.js';
-import { cli, exited, makeTiny, request, sha256, spawnServer, tmpDir, waitHealthy } from './helpers.js';
+import { chat, cli, exited, makeTiny, request, serveTiny, sha256, spawnServer, tmpDir, withServer } from './helpers.js';
 
 const tmp = tmpDir();
 afterAll(() => tmp.cleanup());
@@ -120,19 +120,13 @@ describe('generated models in llama.cpp (child processes)', () => {
 
   for (const type of ['f32', 'q8_0']) {
     it(`loads the ${type} model and generates text`, async () => {
-      const s = await spawnServer(['--model', models[type]!, '--model-id', 'tiny', '--http', '127.0.0.1:0']);
-      try {
-        await waitHealthy(s.http!);
-        const r = await request(s.http!, {
-          body: { model: 'tiny', messages: [{ role: 'user', content: 'hello' }], max_tokens: 12, temperature: 0 },
-        });
+      await withServer(serveTiny(models[type]!), async (s) => {
+        const r = await request(s.http!, { body: chat('hello', { max_tokens: 12, temperature: 0 }) });
         expect(r.status).toBe(200);
         const body = r.json();
         expect(body.choices[0].message.content.length).toBeGreaterThan(0);
         expect(body.usage.completion_tokens).toBe(12);
-      } finally {
-        s.child.kill('SIGKILL');
-      }
+      });
     });
   }
 

@@ -4,70 +4,46 @@
  * during generation, and the access log.
  */
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import OpenAI from 'openai';
 import {
+  BIG_CONTEXT,
+  chat,
+  errorBody,
   LONG,
-  makeTiny,
+  lastEventBeforeDone,
   readLines,
   request,
-  type ServerProcess,
   SseCompletion,
-  spawnServer,
-  tmpDir,
-  url,
-  waitHealthy,
+  serveTiny,
+  sharedServer,
+  tinyModel,
 } from './helpers.js';
 
-const tmp = tmpDir();
-const MODEL = join(tmp.dir, 'tiny.gguf');
-const client = (s: ServerProcess) => new OpenAI({ baseURL: `${url(s.http!)}/v1`, apiKey: 'unused', maxRetries: 0 });
-
-beforeAll(async () => {
-  await makeTiny(MODEL);
-});
-afterAll(() => tmp.cleanup());
+const { dir, model: MODEL } = tinyModel();
 
 describe('the server (parallel 2)', () => {
-  let s: ServerProcess;
-  const accessLog = join(tmp.dir, 'access.log');
+  const accessLog = join(dir, 'access.log');
   let firstHealth: { status: number; body: unknown };
-
-  beforeAll(async () => {
-    s = await spawnServer([
-      '--model',
-      MODEL,
-      '--model-id',
-      'tiny',
-      '--model-id',
-      'tiny-alias',
-      '--http',
-      '127.0.0.1:0',
-      '--context-size',
-      '32768',
-      '--access-log',
-      accessLog,
-    ]);
+  const s = sharedServer(async () => {
+    const started = await serveTiny(MODEL, ['--model-id', 'tiny-alias', ...BIG_CONTEXT, '--access-log', accessLog]);
     // Right after it listens the model is still loading: /health says so, /v1/models answers.
-    const h = await request(s.http!, { path: '/health' });
+    const h = await request(started.http!, { path: '/health' });
     firstHealth = { status: h.status, body: h.json() };
-    await waitHealthy(s.http!);
-  });
-  afterAll(() => {
-    s?.child.kill('SIGKILL');
+    return started;
   });
 
   it('answers /health with 503 while loading, then 200', async () => {
     expect(firstHealth).toEqual({ status: 503, body: { status: 'loading' } });
-    const h = await request(s.http!, { path: '/health' });
+    const h = await request(s.http, { path: '/health' });
     expect({ status: h.status, body: h.json() }).toEqual({ status: 200, body: { status: 'ok' } });
   });
 
   it('lists the configured models', async () => {
-    const list = await client(s).models.list();
+    const list = await s.openai.models.list();
     expect(list.data.map((m) => m.id)).toEqual(['tiny', 'tiny-alias']);
     expect(list.data[0]).toMatchObject({ object: 'model', owned_by: 'vigil', created: expect.any(Number) });
-    const one = await client(s).models.retrieve('tiny-alias');
+    const one = await s.openai.models.retrieve('tiny-alias');
     expect(one.id).toBe('tiny-alias');
   });
 
@@ -81,7 +57,7 @@ describe('the server (parallel 2)', () => {
       max_tokens: 10,
       temperature: 0,
     };
-    const a = await client(s).chat.completions.create(req);
+    const a = await s.openai.chat.completions.create(req);
     expect(a.object).toBe('chat.completion');
     expect(a.model).toBe('tiny');
     expect(a.id).toMatch(/^chatcmpl-/);
@@ -96,20 +72,16 @@ describe('the server (parallel 2)', () => {
       total_tokens: a.usage!.prompt_tokens + 10,
     });
     expect(a.usage!.prompt_tokens).toBeGreaterThan(5);
-    const b = await client(s).chat.completions.create({ ...req, model: 'tiny-alias' });
+    const b = await s.openai.chat.completions.create({ ...req, model: 'tiny-alias' });
     expect(b.choices[0]!.message.content).toBe(a.choices[0]!.message.content);
     expect(b.model).toBe('tiny-alias');
   });
 
   it('samples with a fresh seed when the request has none; a given seed reproduces its text', async () => {
     const ask = (seed?: number) =>
-      client(s).chat.completions.create({
-        model: 'tiny',
-        messages: [{ role: 'user', content: 'tell me' }],
-        max_tokens: 24,
-        temperature: 1.5,
-        ...(seed === undefined ? {} : { seed }),
-      });
+      s.openai.chat.completions.create(
+        chat('tell me', { max_tokens: 24, temperature: 1.5, ...(seed === undefined ? {} : { seed }) }),
+      );
     // Two at once (the same second): different samples.
     const [a, b] = await Promise.all([ask(), ask()]);
     expect(a.choices[0]!.message.content).not.toBe(b.choices[0]!.message.content);
@@ -119,30 +91,26 @@ describe('the server (parallel 2)', () => {
   });
 
   it('answers the guardian probe (max_tokens 2, temperature 0) with a "content" key', async () => {
-    const r = await request(s.http!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2, temperature: 0 },
-    });
+    const r = await request(s.http, { body: chat('ping', { max_tokens: 2, temperature: 0 }) });
     expect(r.status).toBe(200);
     expect(r.text).toContain('"content"');
   });
 
   it('ends at a stop sequence with finish_reason "stop"', async () => {
-    const req = { model: 'tiny', messages: [{ role: 'user' as const, content: 'hello' }], temperature: 0 };
-    const full = (await client(s).chat.completions.create({ ...req, max_tokens: 40 })).choices[0]!.message.content!;
+    const req = chat('hello', { temperature: 0 });
+    const full = (await s.openai.chat.completions.create({ ...req, max_tokens: 40 })).choices[0]!.message.content!;
     expect(full.length).toBeGreaterThan(12);
     const stop = full.slice(8, 11);
-    const cut = await client(s).chat.completions.create({ ...req, max_tokens: 40, stop: [stop] });
+    const cut = await s.openai.chat.completions.create({ ...req, max_tokens: 40, stop: [stop] });
     expect(cut.choices[0]!.finish_reason).toBe('stop');
     expect(full.startsWith(cut.choices[0]!.message.content!)).toBe(true);
     expect(cut.choices[0]!.message.content!).not.toContain(stop);
   });
 
   it('streams chat.completion.chunk events and [DONE], with usage when asked (openai client)', async () => {
-    const stream = await client(s).chat.completions.create({
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'hello' }],
-      max_tokens: 12,
-      temperature: 0,
+    const req = chat('hello', { max_tokens: 12, temperature: 0 });
+    const stream = await s.openai.chat.completions.create({
+      ...req,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -162,21 +130,12 @@ describe('the server (parallel 2)', () => {
     expect(finish).toBe('length');
     expect(usage).toMatchObject({ completion_tokens: 12 });
     // The same request without streaming gives the same text.
-    const plain = await client(s).chat.completions.create({
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'hello' }],
-      max_tokens: 12,
-      temperature: 0,
-    });
+    const plain = await s.openai.chat.completions.create(req);
     expect(plain.choices[0]!.message.content).toBe(text);
   });
 
   it('raw SSE: role first, content deltas, a final chunk with finish_reason, then data: [DONE]', async () => {
-    const sse = await SseCompletion.open(s.http!, {
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: 4,
-    });
+    const sse = await SseCompletion.open(s.http, chat('hi', { max_tokens: 4 }));
     await sse.waitEnd();
     expect(sse.status).toBe(200);
     expect(sse.events[sse.events.length - 1]).toBe('[DONE]');
@@ -186,48 +145,41 @@ describe('the server (parallel 2)', () => {
   });
 
   it('answers a bad model with 404 model_not_found (openai client)', async () => {
-    const err = await client(s)
-      .chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] })
+    const err = await s.openai.chat.completions
+      .create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     expect(err).toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
   });
 
   it('answers bad requests with OpenAI-shaped errors', async () => {
-    const badJson = await request(s.http!, { body: '{"model":' });
+    const badJson = await request(s.http, { body: '{"model":' });
     expect(badJson.status).toBe(400);
-    expect(badJson.json()).toEqual({
-      error: {
-        message: expect.stringContaining('JSON'),
-        type: 'invalid_request_error',
-        param: null,
-        code: 'invalid_json',
-      },
-    });
-    const badField = await request(s.http!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'x' }], temperature: 9 },
+    expect(badJson.json()).toEqual(errorBody('invalid_request_error', 'invalid_json', expect.stringContaining('JSON')));
+    const badField = await request(s.http, {
+      body: chat('x', { temperature: 9 }),
     });
     expect(badField.status).toBe(400);
     expect(badField.json().error).toMatchObject({ type: 'invalid_request_error', param: 'temperature' });
-    const unknown = await request(s.http!, { path: '/v1/completions', body: {} });
+    const unknown = await request(s.http, { path: '/v1/completions', body: {} });
     expect(unknown.status).toBe(404);
     expect(unknown.json().error).toMatchObject({ code: 'unknown_url' });
-    const wrongMethod = await request(s.http!, { method: 'GET' });
+    const wrongMethod = await request(s.http, { method: 'GET' });
     expect(wrongMethod.status).toBe(405);
     expect(wrongMethod.headers.allow).toBe('POST');
-    const rebinding = await request(s.http!, { path: '/v1/models', headers: { host: 'evil.example:1337' } });
+    const rebinding = await request(s.http, { path: '/v1/models', headers: { host: 'evil.example:1337' } });
     expect(rebinding.status).toBe(421);
     expect(rebinding.json().error).toMatchObject({ code: 'misdirected' });
-    const loopbackName = await request(s.http!, { path: '/v1/models', headers: { host: 'LocalHost:1337' } });
+    const loopbackName = await request(s.http, { path: '/v1/models', headers: { host: 'LocalHost:1337' } });
     expect(loopbackName.status).toBe(200);
   });
 
   it('answers /v1/models while the model is busy generating', async () => {
-    const sse = await SseCompletion.open(s.http!, LONG);
+    const sse = await SseCompletion.open(s.http, LONG);
     try {
       await sse.waitFor(5);
       for (let i = 0; i < 20; i++) {
-        const r = await request(s.http!, { path: '/v1/models' });
+        const r = await request(s.http, { path: '/v1/models' });
         expect(r.status).toBe(200);
         expect(r.json().data[0].id).toBe('tiny');
       }
@@ -267,50 +219,24 @@ describe('the server (parallel 2)', () => {
 });
 
 describe('the queue (parallel 1, max-queue 1)', () => {
-  let s: ServerProcess;
-  beforeAll(async () => {
-    s = await spawnServer([
-      '--model',
-      MODEL,
-      '--model-id',
-      'tiny',
-      '--http',
-      '127.0.0.1:0',
-      '--parallel',
-      '1',
-      '--max-queue',
-      '1',
-      '--context-size',
-      '32768',
-    ]);
-    await waitHealthy(s.http!);
-  });
-  afterAll(() => {
-    s?.child.kill('SIGKILL');
-  });
+  const s = sharedServer(() => serveTiny(MODEL, ['--parallel', '1', '--max-queue', '1', ...BIG_CONTEXT]));
 
   it('queues one request, refuses the next with 429 and Retry-After, and an aborted stream frees its sequence', async () => {
     // The openai client's stream, aborted mid-way by its AbortController.
     const ac = new AbortController();
-    const stream = await client(s).chat.completions.create({ ...LONG, stream: true } as never, { signal: ac.signal });
+    const stream = await s.openai.chat.completions.create({ ...LONG, stream: true } as never, { signal: ac.signal });
     const it = (stream as unknown as AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>)[
       Symbol.asyncIterator
     ]();
     for (let i = 0; i < 3; i++) await it.next();
     // The one sequence is busy: this one waits...
-    const queued = request(s.http!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'q' }], max_tokens: 3 },
-    });
+    const queued = request(s.http, { body: chat('q', { max_tokens: 3 }) });
     await new Promise((r) => setTimeout(r, 200));
     // ...and this one finds the queue full.
-    const full = await request(s.http!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 3 },
-    });
+    const full = await request(s.http, { body: chat('x', { max_tokens: 3 }) });
     expect(full.status).toBe(429);
     expect(Number(full.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-    expect(full.json()).toEqual({
-      error: { message: expect.any(String), type: 'rate_limit_exceeded', param: null, code: 'rate_limit_exceeded' },
-    });
+    expect(full.json()).toEqual(errorBody('rate_limit_exceeded', 'rate_limit_exceeded'));
     // The client goes away: its generation stops and the waiting request gets the sequence.
     ac.abort();
     await it.return?.();
@@ -318,24 +244,18 @@ describe('the queue (parallel 1, max-queue 1)', () => {
     expect(done.status).toBe(200);
     expect(done.json().usage.completion_tokens).toBe(3);
     // And the sequence is free again for the next one.
-    const again = await client(s).chat.completions.create({
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'again' }],
-      max_tokens: 2,
-    });
+    const again = await s.openai.chat.completions.create(chat('again', { max_tokens: 2 }));
     expect(again.choices[0]!.message.content!.length).toBeGreaterThan(0);
   });
 
   it('refuses with 429 through the openai client as a RateLimitError', async () => {
-    const a = await SseCompletion.open(s.http!, LONG);
+    const a = await SseCompletion.open(s.http, LONG);
     // A queued stream gets its headers only when a sequence is free: not awaited here.
-    const b = SseCompletion.open(s.http!, { ...LONG, max_tokens: 5 }).catch(() => null);
+    const b = SseCompletion.open(s.http, { ...LONG, max_tokens: 5 }).catch(() => null);
     try {
       await a.waitFor(3);
       await new Promise((r) => setTimeout(r, 200));
-      const err = await client(s)
-        .chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 })
-        .catch((e: unknown) => e);
+      const err = await s.openai.chat.completions.create(chat('x', { max_tokens: 2 })).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(OpenAI.RateLimitError);
     } finally {
       a.close();
@@ -344,24 +264,24 @@ describe('the queue (parallel 1, max-queue 1)', () => {
   });
 
   it("answers a full queue's Retry-After from the time completions take: it grows when they get slow", async () => {
-    const short = { model: 'tiny', messages: [{ role: 'user', content: 'q' }], max_tokens: 2 };
+    const short = chat('q', { max_tokens: 2 });
     /** Fills the one sequence and the queue of one; the next request's answer. */
     const refused = async () => {
-      const a = await SseCompletion.open(s.http!, LONG);
+      const a = await SseCompletion.open(s.http, LONG);
       await a.waitFor(3);
-      const queued = request(s.http!, { body: short });
+      const queued = request(s.http, { body: short });
       await new Promise((r) => setTimeout(r, 200));
-      const full = await request(s.http!, { body: short });
+      const full = await request(s.http, { body: short });
       a.close();
       expect((await queued).status).toBe(200);
       return { status: full.status, retryAfter: Number(full.headers['retry-after']) };
     };
-    for (let i = 0; i < 3; i++) expect((await request(s.http!, { body: short })).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await request(s.http, { body: short })).status).toBe(200);
     const fast = await refused();
     // Three completions of 2,500 tokens (seconds each on the tiny model).
     const started = Date.now();
     for (let i = 0; i < 3; i++) {
-      expect((await request(s.http!, { body: { ...short, max_tokens: 2500 } })).status).toBe(200);
+      expect((await request(s.http, { body: { ...short, max_tokens: 2500 } })).status).toBe(200);
     }
     const slowS = (Date.now() - started) / 3 / 1000;
     expect(slowS).toBeGreaterThan(2); // else the test proves nothing on this host
@@ -376,51 +296,20 @@ describe('the queue (parallel 1, max-queue 1)', () => {
 });
 
 describe('request timeout', () => {
-  let s: ServerProcess;
-  beforeAll(async () => {
-    s = await spawnServer([
-      '--model',
-      MODEL,
-      '--model-id',
-      'tiny',
-      '--http',
-      '127.0.0.1:0',
-      '--context-size',
-      '32768',
-      '--request-timeout',
-      '0.5',
-    ]);
-    await waitHealthy(s.http!);
-  });
-  afterAll(() => {
-    s?.child.kill('SIGKILL');
-  });
+  const s = sharedServer(() => serveTiny(MODEL, [...BIG_CONTEXT, '--request-timeout', '0.5']));
 
   it('ends a completion that runs too long with a 504 OpenAI error, never an empty reply', async () => {
-    const r = await request(s.http!, { body: LONG });
+    const r = await request(s.http, { body: LONG });
     expect(r.status).toBe(504);
-    expect(r.json()).toEqual({
-      error: {
-        message: expect.stringContaining('--request-timeout'),
-        type: 'timeout',
-        param: null,
-        code: 'request_timeout',
-      },
-    });
+    expect(r.json()).toEqual(errorBody('timeout', 'request_timeout', expect.stringContaining('--request-timeout')));
   });
 
   it('ends a stream that runs too long with an error event and [DONE]', async () => {
-    const sse = await SseCompletion.open(s.http!, LONG);
-    await sse.waitEnd();
+    const sse = await SseCompletion.open(s.http, LONG);
+    expect(await lastEventBeforeDone(sse)).toMatchObject({ error: { type: 'timeout', code: 'request_timeout' } });
     expect(sse.status).toBe(200);
-    expect(sse.events[sse.events.length - 1]).toBe('[DONE]');
-    expect(JSON.parse(sse.events[sse.events.length - 2]!)).toMatchObject({
-      error: { type: 'timeout', code: 'request_timeout' },
-    });
     // The server is still serving afterwards.
-    const ok = await request(s.http!, {
-      body: { model: 'tiny', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 },
-    });
+    const ok = await request(s.http, { body: chat('x', { max_tokens: 2 }) });
     expect(ok.status).toBe(200);
   });
 });
