@@ -99,6 +99,8 @@ describe('start-up grace (issue 19.3)', () => {
     const config = sc.config(s.port, {
       intervalS: 0.1,
       startGraceS: 30,
+      // Still running when the restore comes, however long that takes to start: no rate limit first.
+      maxRestarts: 1000,
       primary: { standalone: [NODE, '-e', 'process.exit(0)'], service: { kind: 'command', ...OK_COMMANDS } },
     });
     writeFileSync(join(sc.dir, 'fallback.lock'), '{"what":"fallback active"}\n');
