@@ -31,7 +31,10 @@ export const FAULT_SERVER = join(FIXTURES, 'fault-server.mjs');
 export const SERVICE = join(FIXTURES, 'service.mjs');
 export const NODE = process.execPath;
 
-const run = promisify(execFile);
+export const run = promisify(execFile);
+
+/** Runs a Node script to completion (a non-zero exit rejects). */
+export const runNode = (args: string[]) => run(NODE, args);
 
 export function tmpDir(prefix = 'vigil-guardian-'): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -124,15 +127,18 @@ export interface FaultServer {
   stop(): Promise<void>;
 }
 
+/** The argv of a fault server for `name` in `dir`: its mode file and request record are named after it. */
+export function faultArgv(dir: string, name: string, port: number, extra: string[] = []): string[] {
+  const files = ['--mode-file', join(dir, `${name}.mode`), '--requests', join(dir, `${name}.requests`)];
+  return [NODE, FAULT_SERVER, '--port', String(port), ...files, ...extra];
+}
+
 /** The fault server as a child process (its mode is a file, so it survives restarts too). */
 export async function startFault(dir: string, name = 'fault', extra: string[] = [], port = 0): Promise<FaultServer> {
   const modeFile = join(dir, `${name}.mode`);
   const requests = join(dir, `${name}.requests`);
-  const child = spawn(
-    NODE,
-    [FAULT_SERVER, '--port', String(port), '--mode-file', modeFile, '--requests', requests, ...extra],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const [node, ...args] = faultArgv(dir, name, port, extra);
+  const child = spawn(node!, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout!.setEncoding('utf8');
   child.stdout!.on('data', (s: string) => {

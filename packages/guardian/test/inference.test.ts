@@ -4,45 +4,21 @@
  * manager, and a restart that cannot work (its port held by another process: "address already
  * in use" in its real log) ending in the fallback.
  */
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import {
-  baseConfig,
-  checkedEvents,
-  exited,
-  freePort,
-  killService,
-  NODE,
-  nowS,
-  readLines,
-  SERVICE,
-  serviceCalls,
-  serviceCommands,
-  spawnGuardian,
-  startFault,
-  tmpDir,
-  waitEvent,
-  waitFor,
-  writeJson,
-} from './helpers.js';
+import { beforeAll, describe, expect, it } from '@jest/globals';
+import { fixture, startService } from './fixture.js';
+import { exited, freePort, NODE, nowS, readLines, runNode, spawnGuardian, waitFor } from './helpers.js';
 
-const run = promisify(execFile);
 const INFERENCE = fileURLToPath(new URL('../../inference-server/bin/inference-server.js', import.meta.url));
-const tmp = tmpDir();
-const MODEL = join(tmp.dir, 'tiny.gguf');
+const fx = fixture();
+const MODEL = join(fx.dir, 'tiny.gguf');
 
 beforeAll(async () => {
-  await run(NODE, [INFERENCE, 'make-model', '--preset', 'tiny', '--out', MODEL]);
-});
-afterAll(() => {
-  killService(tmp.dir, 'inference');
-  tmp.cleanup();
+  await runNode([INFERENCE, 'make-model', '--preset', 'tiny', '--out', MODEL]);
 });
 
 /** Listens on `port` as soon as the process that held it is gone. */
@@ -83,10 +59,10 @@ function complete(port: number): Promise<number> {
 
 describe('with the real inference server', () => {
   it('probes it, defers while clients are served, restarts it after kill -9, and falls back when a restart cannot work', async () => {
-    const dir = tmp.dir;
+    const sc = fx.scenario('serve');
     const port = await freePort();
-    const access = join(dir, 'access.log');
-    const serverLog = join(dir, 'inference.log');
+    const access = join(sc.dir, 'access.log');
+    const serverLog = join(sc.dir, 'inference.log');
     const argv = [
       NODE,
       INFERENCE,
@@ -104,33 +80,30 @@ describe('with the real inference server', () => {
       '--log-file',
       serverLog,
     ];
-    const service = serviceCommands(dir, 'inference', argv, `http://127.0.0.1:${port}/health`);
-    await run(NODE, [SERVICE, ...service.start.slice(2)]);
-    const fallback = await startFault(dir, 'fallback');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, port, {
-        intervalS: 0.3,
-        probeBudgetS: 5,
-        busyWindowS: 1.5,
-        circuitBreakerCauses: 10, // how the kills land varies: reset, refused… the circuit is tested elsewhere
-        modelListIntervalS: 0.001,
-        canaryIntervalS: 0.001,
-        primary: { agent: 'inference-server', service, log: serverLog, accessLog: access },
-        fallback: {
-          agent: 'fallback',
-          http: `127.0.0.1:${fallback.port}`,
-          service: { kind: 'command', stop: [NODE, '-e', ''], start: [NODE, '-e', ''], restart: [NODE, '-e', ''] },
-        },
-      }),
-    );
-    const log = join(dir, 'guardian.log');
+    const service = sc.service('inference', argv, `http://127.0.0.1:${port}/health`);
+    await startService(service);
+    const fallback = await sc.fault('fallback');
+    const config = sc.config(port, {
+      intervalS: 0.3,
+      probeBudgetS: 5,
+      busyWindowS: 1.5,
+      circuitBreakerCauses: 10, // how the kills land varies: reset, refused… the circuit is tested elsewhere
+      modelListIntervalS: 0.001,
+      canaryIntervalS: 0.001,
+      primary: { agent: 'inference-server', service, log: serverLog, accessLog: access },
+      fallback: {
+        agent: 'fallback',
+        http: `127.0.0.1:${fallback.port}`,
+        service: { kind: 'command', stop: [NODE, '-e', ''], start: [NODE, '-e', ''], restart: [NODE, '-e', ''] },
+      },
+    });
+
     const t0 = nowS();
     const g = spawnGuardian(['run', '-c', config]);
     let holder: Server | null = null;
     try {
       // Real completions: the model list, the probe, the canary.
-      const first = await waitEvent(log, 'canary_ok');
+      const first = await sc.waitEvent('canary_ok');
       expect(first.slice(0, 3)).toEqual([
         expect.objectContaining({ event: 'model_list_ok', agent: 'inference-server' }),
         expect.objectContaining({ event: 'probe_ok', agent: 'inference-server' }),
@@ -139,17 +112,17 @@ describe('with the real inference server', () => {
       // The server logged the guardian's completions as successes…
       expect(readLines(access).filter((l) => l.msg === 'request completed').length).toBeGreaterThanOrEqual(2);
       // …which the guardian does not take for clients; a client's completion defers the probe.
-      expect(readLines(log).some((e) => e.event === 'probe_skip_busy')).toBe(false);
+      expect(sc.lines().some((e) => e.event === 'probe_skip_busy')).toBe(false);
       expect(await complete(port)).toBe(200);
-      const busy = (await waitEvent(log, 'probe_skip_busy')).find((e) => e.event === 'probe_skip_busy')!;
+      const busy = (await sc.waitEvent('probe_skip_busy')).find((e) => e.event === 'probe_skip_busy')!;
       expect(busy.recent_success_age_s).toBeLessThan(1.5);
-      const oks = readLines(log).filter((e) => e.event === 'probe_ok').length;
-      await waitEvent(log, 'probe_ok', oks + 1); // the window passes, probing resumes
+      const oks = sc.lines().filter((e) => e.event === 'probe_ok').length;
+      await sc.waitEvent('probe_ok', oks + 1); // the window passes, probing resumes
 
       // kill -9: probes are refused, the second failure restarts it through the manager.
-      const pid = Number(readFileSync(join(dir, 'inference.pid'), 'utf8'));
+      const pid = Number(readFileSync(join(sc.dir, 'inference.pid'), 'utf8'));
       process.kill(pid, 'SIGKILL');
-      const healed = await waitEvent(log, 'restart_requested', 1, 20_000);
+      const healed = await sc.waitEvent('restart_requested', 1, 20_000);
       // (The kill may land in any of the three probes: each failure counts once.)
       const fails = healed.filter((e) => /^(model_list|probe|canary)_fail$/.test(e.event));
       expect(fails.map((e) => e.consecutive)).toEqual([1, 2]);
@@ -159,12 +132,13 @@ describe('with the real inference server', () => {
         agent: 'inference-server',
       });
       expect(healed.find((e) => e.event === 'restart_requested')).toMatchObject({ rc: 0 });
-      expect(serviceCalls(dir, 'inference')).toEqual(['start', 'restart']);
-      const newPid = Number(readFileSync(join(dir, 'inference.pid'), 'utf8'));
+      expect(sc.calls('inference')).toEqual(['start', 'restart']);
+      const newPid = Number(readFileSync(join(sc.dir, 'inference.pid'), 'utf8'));
       expect(newPid).not.toBe(pid);
-      const after = readLines(log).length;
+      const after = sc.lines().length;
       await waitFor('a probe_ok after the restart', () =>
-        readLines(log)
+        sc
+          .lines()
           .slice(after)
           .some((e) => e.event === 'probe_ok'),
       );
@@ -173,18 +147,18 @@ describe('with the real inference server', () => {
       // "address already in use" in its log, which restarts cannot fix: the fallback takes over.
       process.kill(newPid, 'SIGKILL');
       holder = await holdPort(port);
-      const fell = await waitEvent(log, 'fallback_activated', 1, 20_000);
+      const fell = await sc.waitEvent('fallback_activated', 1, 20_000);
       expect(fell.filter((e) => e.event === 'restart_requested').at(-1)).toMatchObject({ rc: 1 });
       expect(readFileSync(serverLog, 'utf8')).toContain('address already in use');
-      const lock = JSON.parse(readFileSync(join(dir, 'fallback.lock'), 'utf8'));
+      const lock = JSON.parse(readFileSync(join(sc.dir, 'fallback.lock'), 'utf8'));
       expect(lock).toMatchObject({
         pattern: 'address already in use',
         line: expect.stringContaining('cannot listen for HTTP'),
       });
       await waitFor('a probe of the fallback', () =>
-        readLines(log).some((e) => e.event === 'probe_ok' && e.agent === 'fallback'),
+        sc.lines().some((e) => e.event === 'probe_ok' && e.agent === 'fallback'),
       );
-      checkedEvents(log, t0);
+      sc.events(t0);
       g.kill('SIGTERM');
       expect(await exited(g)).toEqual({ code: 0, signal: null });
     } finally {

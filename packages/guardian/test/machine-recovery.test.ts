@@ -6,10 +6,7 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import {
-  type Action,
   busyDecision,
-  decide,
-  type GuardianEvent,
   INITIAL_STATE,
   isLoading,
   type MachineConfig,
@@ -17,69 +14,21 @@ import {
   type Observation,
   type RootCause,
 } from '../src/machine.js';
+import {
+  CHAT_ONLY,
+  drive as driveWith,
+  names,
+  type ProbeAnswer,
+  probes,
+  T0,
+  tick,
+  type World,
+} from './machine-driver.js';
 
-const C: MachineConfig = {
-  busyWindowS: 90,
-  failuresBeforeRestart: 2,
-  maxRestarts: 3,
-  restartWindowS: 300,
-  modelListIntervalS: 0,
-  canaryIntervalS: 0,
-  integrityIntervalS: 0,
-  circuitBreakerCauses: 4,
-  circuitWindowS: 3600,
-  startGraceS: 120,
-  agents: { primary: 'inference-primary', fallback: 'inference-fallback' },
-  integrity: false,
-};
-const T0 = 1_000_000;
-
-type ProbeAnswer = { ok: boolean; cause?: RootCause; snippet?: string };
-interface World {
-  probe?: (a: Extract<Action, { type: 'probe' }>) => ProbeAnswer;
-  rc?: (a: Extract<Action, { type: 'service' }>) => number;
-  serving?: boolean;
-  /** Stop driving after this many decisions (a kill in the middle). */
-  killAfter?: number;
-}
-
-function drive(state: MachineState, first: Observation, now: number, world: World = {}, c = C) {
-  const out = { state, events: [] as GuardianEvent[], actions: [] as Action[], exit: null as number | null };
-  let obs: Observation | null = first;
-  for (let n = 0; obs !== null; n++) {
-    if (world.killAfter !== undefined && n >= world.killAfter) break;
-    const d = decide(out.state, obs, c, now);
-    out.state = d.state;
-    out.events.push(...d.events);
-    out.actions.push(...d.actions);
-    obs = null;
-    for (const a of d.actions) {
-      if (a.type === 'probe') obs = { type: 'probe', probe: a.probe, ms: 5, ...(world.probe?.(a) ?? { ok: true }) };
-      if (a.type === 'service') {
-        obs = { type: 'service', op: a.op, target: a.target, purpose: a.purpose, rc: world.rc?.(a) ?? 0, detail: '' };
-      }
-      if (a.type === 'await_serving') {
-        const ok = world.serving ?? true;
-        obs = { type: 'serving', target: a.target, ok, ms: 900, detail: ok ? 'served' : 'no completion within 120 s' };
-      }
-    }
-    if (d.exit !== null) {
-      out.exit = d.exit;
-      break;
-    }
-  }
-  return out;
-}
-
-const tick = (over: Partial<Extract<Observation, { type: 'tick' }>> = {}): Observation => ({
-  type: 'tick',
-  lock: false,
-  fatal: null,
-  lastSuccessAt: null,
-  ...over,
-});
-const names = (r: { events: GuardianEvent[] }) => r.events.map((e) => e.event);
-const probes = (r: { actions: Action[] }) => r.actions.flatMap((a) => (a.type === 'probe' ? [a.probe] : []));
+/** The chat probe alone, no binary to check. */
+const C: MachineConfig = { ...CHAT_ONLY, integrity: false };
+const drive = (state: MachineState, first: Observation, now: number, world: World = {}) =>
+  driveWith(state, first, now, world, C);
 
 describe('busy deferral (issue 18.1): the pure decision', () => {
   const rows: [string, number | null, boolean | null, 'check' | 'skip' | 'probe'][] = [
@@ -100,18 +49,18 @@ describe('busy deferral (issue 18.1): the pure decision', () => {
 describe('busy deferral (issue 18.1): the machine', () => {
   const S = { ...INITIAL_STATE, lastOkAt: T0 - 17 };
   const rows: [string, ProbeAnswer, string[], string[], number][] = [
-    ['the model list answers → probe_skip_busy, no chat probe', { ok: true }, ['busy'], ['probe_skip_busy'], 0],
+    ['the model list answers → probe_skip_busy, no chat probe', { ok: true }, ['busy@primary'], ['probe_skip_busy'], 0],
     [
       'connection refused → not busy: the chat probe runs and counts',
       { ok: false, cause: 'refused', snippet: 'ECONNREFUSED' },
-      ['busy', 'chat'],
+      ['busy@primary', 'chat@primary'],
       ['probe_fail'],
       1,
     ],
     [
       'no answer within busyCheckS → not busy: the chat probe runs and counts',
       { ok: false, cause: 'timeout', snippet: 'no reply' },
-      ['busy', 'chat'],
+      ['busy@primary', 'chat@primary'],
       ['probe_fail'],
       1,
     ],

@@ -8,68 +8,42 @@ import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from '
 import { get } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { beforeAll, describe, expect, it } from '@jest/globals';
 import { sha256File } from '../src/integrity.js';
-import {
-  baseConfig,
-  checkedEvents,
-  exited,
-  type FaultServer,
-  guardian,
-  NODE,
-  nowS,
-  readLines,
-  standins,
-  startFault,
-  tmpDir,
-  waitFor,
-  writeJson,
-} from './helpers.js';
+import { fixture } from './fixture.js';
+import { baseConfig, exited, type FaultServer, guardian, NODE, nowS, standins, waitFor, writeJson } from './helpers.js';
 
-const tmp = tmpDir();
+const fx = fixture();
 let server: FaultServer;
 const uid = process.getuid?.() ?? 0;
 
 beforeAll(async () => {
-  server = await startFault(tmp.dir);
+  server = await fx.scenario('fault').fault();
 });
-afterAll(async () => {
-  await server.stop();
-  tmp.cleanup();
-});
-
-function scenario(name: string): string {
-  const dir = join(tmp.dir, name);
-  mkdirSync(dir, { recursive: true });
-  return dir;
-}
 
 describe('launchd', () => {
   it('restarts with `launchctl kickstart -k gui/UID/LABEL`, stops with bootout, starts with bootstrap, and logs the rc', async () => {
-    const dir = scenario('launchd');
-    const { env, calls } = standins(dir, { launchctl: 3 });
-    const primaryLog = join(dir, 'inference.log');
+    const sc = fx.scenario('launchd');
+    const { env, calls } = standins(sc.dir, { launchctl: 3 });
+    const primaryLog = join(sc.dir, 'inference.log');
     writeFileSync(primaryLog, '');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, {
-        failuresBeforeRestart: 1,
-        primary: {
-          agent: undefined, // the label is the agent
-          log: primaryLog,
-          service: { kind: 'launchd', label: 'com.vigil.inference' },
-          standalone: [NODE, '-e', ''],
-        },
-        fallback: {
-          service: { kind: 'launchd', label: 'com.vigil.inference-fallback', plist: '/Library/LaunchAgents/fb.plist' },
-        },
-      }),
-    );
+    const config = sc.config(server.port, {
+      failuresBeforeRestart: 1,
+      primary: {
+        agent: undefined, // the label is the agent
+        log: primaryLog,
+        service: { kind: 'launchd', label: 'com.vigil.inference' },
+        standalone: [NODE, '-e', ''],
+      },
+      fallback: {
+        service: { kind: 'launchd', label: 'com.vigil.inference-fallback', plist: '/Library/LaunchAgents/fb.plist' },
+      },
+    });
     server.setMode('500');
     const t0 = nowS();
     expect((await guardian(['tick', '-c', config], env)).code).toBe(0);
     expect(calls()).toEqual([{ name: 'launchctl', argv: ['kickstart', '-k', `gui/${uid}/com.vigil.inference`] }]);
-    expect(checkedEvents(join(dir, 'guardian.log'), t0).slice(1)).toEqual([
+    expect(sc.events(t0).slice(1)).toEqual([
       { ts: expect.any(Number), level: 'warn', event: 'restarting', action: 'kickstart', agent: 'com.vigil.inference' },
       { ts: expect.any(Number), level: 'info', event: 'restart_requested', rc: 3 },
     ]);
@@ -81,7 +55,7 @@ describe('launchd', () => {
       { name: 'launchctl', argv: ['bootout', `gui/${uid}/com.vigil.inference`] },
       { name: 'launchctl', argv: ['bootstrap', `gui/${uid}`, '/Library/LaunchAgents/fb.plist'] },
     ]);
-    expect(readLines(join(dir, 'guardian.log')).at(-1)).toMatchObject({ event: 'fallback_activated' });
+    expect(sc.lines().at(-1)).toMatchObject({ event: 'fallback_activated' });
 
     expect((await guardian(['restore', '-c', config], { ...env, STANDIN_RC_LAUNCHCTL: '0' })).code).toBe(0);
     expect(calls().slice(3)).toEqual([
@@ -92,15 +66,12 @@ describe('launchd', () => {
   });
 
   it('uses the configured domain (a system daemon)', async () => {
-    const dir = scenario('launchd-system');
-    const { env, calls } = standins(dir);
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, {
-        failuresBeforeRestart: 1,
-        primary: { service: { kind: 'launchd', label: 'com.vigil.inference', domain: 'system' } },
-      }),
-    );
+    const sc = fx.scenario('launchd-system');
+    const { env, calls } = standins(sc.dir);
+    const config = sc.config(server.port, {
+      failuresBeforeRestart: 1,
+      primary: { service: { kind: 'launchd', label: 'com.vigil.inference', domain: 'system' } },
+    });
     server.setMode('empty');
     expect((await guardian(['tick', '-c', config], env)).code).toBe(0);
     server.setMode('ok');
@@ -113,20 +84,17 @@ describe('systemd', () => {
     [true, ['--user', 'restart', 'vigil-inference.service']],
     [false, ['restart', 'vigil-inference.service']],
   ])('restarts with systemctl (user %s)', async (user, argv) => {
-    const dir = scenario(`systemd-${user}`);
-    const { env, calls } = standins(dir);
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, {
-        failuresBeforeRestart: 1,
-        primary: { service: { kind: 'systemd', unit: 'vigil-inference.service', user } },
-      }),
-    );
+    const sc = fx.scenario(`systemd-${user}`);
+    const { env, calls } = standins(sc.dir);
+    const config = sc.config(server.port, {
+      failuresBeforeRestart: 1,
+      primary: { service: { kind: 'systemd', unit: 'vigil-inference.service', user } },
+    });
     server.setMode('no_content');
     expect((await guardian(['tick', '-c', config], env)).code).toBe(0);
     server.setMode('ok');
     expect(calls()).toEqual([{ name: 'systemctl', argv }]);
-    expect(readLines(join(dir, 'guardian.log')).at(-1)).toEqual({
+    expect(sc.lines().at(-1)).toEqual({
       ts: expect.any(Number),
       level: 'info',
       event: 'restart_requested',
@@ -135,17 +103,14 @@ describe('systemd', () => {
   });
 
   it('stops and starts units for the fallback', async () => {
-    const dir = scenario('systemd-fallback');
-    const { env, calls } = standins(dir);
-    const primaryLog = join(dir, 'inference.log');
+    const sc = fx.scenario('systemd-fallback');
+    const { env, calls } = standins(sc.dir);
+    const primaryLog = join(sc.dir, 'inference.log');
     writeFileSync(primaryLog, '');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, {
-        primary: { log: primaryLog, service: { kind: 'systemd', unit: 'vigil-inference.service', user: true } },
-        fallback: { service: { kind: 'systemd', unit: 'vigil-inference-fallback.service', user: true } },
-      }),
-    );
+    const config = sc.config(server.port, {
+      primary: { log: primaryLog, service: { kind: 'systemd', unit: 'vigil-inference.service', user: true } },
+      fallback: { service: { kind: 'systemd', unit: 'vigil-inference-fallback.service', user: true } },
+    });
     expect((await guardian(['tick', '-c', config], env)).code).toBe(0);
     appendFileSync(primaryLog, `{"ts":${nowS()},"level":"error","msg":"Out of memory"}\n`);
     expect((await guardian(['tick', '-c', config], env)).code).toBe(0);
@@ -158,19 +123,16 @@ describe('systemd', () => {
 
 describe('a command that hangs', () => {
   it('is killed at commandTimeoutS and reported with rc 124', async () => {
-    const dir = scenario('hung-command');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, {
-        failuresBeforeRestart: 1,
-        commandTimeoutS: 0.3,
-        primary: { service: { kind: 'command', restart: [NODE, '-e', 'setTimeout(() => {}, 60000)'] } },
-      }),
-    );
+    const sc = fx.scenario('hung-command');
+    const config = sc.config(server.port, {
+      failuresBeforeRestart: 1,
+      commandTimeoutS: 0.3,
+      primary: { service: { kind: 'command', restart: [NODE, '-e', 'setTimeout(() => {}, 60000)'] } },
+    });
     server.setMode('500');
     expect((await guardian(['tick', '-c', config])).code).toBe(0);
     server.setMode('ok');
-    expect(readLines(join(dir, 'guardian.log')).at(-1)).toMatchObject({ event: 'restart_requested', rc: 124 });
+    expect(sc.lines().at(-1)).toMatchObject({ event: 'restart_requested', rc: 124 });
   });
 });
 
@@ -224,17 +186,17 @@ function firstMessage(port: number): Promise<any> {
 
 describe('integrity', () => {
   it('verifies the binary against the manifest inference-server writes, and reports a mismatch at error level', async () => {
-    const dir = scenario('manifest');
-    const binary = join(dir, 'bin', 'inference-server');
-    mkdirSync(join(dir, 'bin'));
+    const sc = fx.scenario('manifest');
+    const binary = join(sc.dir, 'bin', 'inference-server');
+    mkdirSync(join(sc.dir, 'bin'));
     writeFileSync(binary, '#!/bin/sh\necho inference-server 0.1.0\n', { mode: 0o755 });
-    const manifest = join(dir, 'manifest.json');
+    const manifest = join(sc.dir, 'manifest.json');
     const made = await new Promise<number | null>((resolve) => {
       const c = spawn(NODE, [INFERENCE, 'manifest', '--model', binary, '--out', manifest], { stdio: 'ignore' });
       c.on('exit', resolve);
     });
     expect(made).toBe(0);
-    const config = writeJson(join(dir, 'g.json'), baseConfig(dir, server.port, { primary: { binary, manifest } }));
+    const config = sc.config(server.port, { primary: { binary, manifest } });
     const t0 = nowS();
     const ok = await guardian(['check-integrity', '-c', config]);
     expect(ok).toEqual({ code: 0, stdout: `ok: ${binary}: exists, sha256 matches the manifest\n`, stderr: '' });
@@ -246,7 +208,7 @@ describe('integrity', () => {
         JSON.parse(readFileSync(manifest, 'utf8')).files[0].sha256
       }\n`,
     );
-    expect(checkedEvents(join(dir, 'guardian.log'), t0)).toEqual([
+    expect(sc.events(t0)).toEqual([
       expect.objectContaining({ event: 'integrity_ok', level: 'info' }),
       expect.objectContaining({
         event: 'integrity_failed',
@@ -255,26 +217,23 @@ describe('integrity', () => {
       }),
     ]);
     // sha256sum's format works too.
-    writeFileSync(join(dir, 'SHA256SUMS'), `${await sha256File(binary)}  inference-server\n`);
+    writeFileSync(join(sc.dir, 'SHA256SUMS'), `${await sha256File(binary)}  inference-server\n`);
     const sums = writeJson(
-      join(dir, 'g2.json'),
-      baseConfig(dir, server.port, {
-        stateFile: join(dir, 's2.json'),
-        primary: { binary, manifest: join(dir, 'SHA256SUMS') },
+      join(sc.dir, 'g2.json'),
+      baseConfig(sc.dir, server.port, {
+        stateFile: join(sc.dir, 's2.json'),
+        primary: { binary, manifest: join(sc.dir, 'SHA256SUMS') },
       }),
     );
     expect((await guardian(['check-integrity', '-c', sums])).code).toBe(0);
   });
 
   it('runs codesign --verify --strict where configured', async () => {
-    const dir = scenario('codesign');
-    const { env, calls } = standins(dir, { codesign: 1 });
-    const binary = join(dir, 'inference-server');
+    const sc = fx.scenario('codesign');
+    const { env, calls } = standins(sc.dir, { codesign: 1 });
+    const binary = join(sc.dir, 'inference-server');
     writeFileSync(binary, 'x');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, server.port, { primary: { binary, codesign: true } }),
-    );
+    const config = sc.config(server.port, { primary: { binary, codesign: true } });
     const r = await guardian(['check-integrity', '-c', config], env);
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`guardian: integrity check failed: codesign --verify failed for ${binary} (rc 1)\n`);
@@ -285,24 +244,21 @@ describe('integrity', () => {
   });
 
   it('reports a missing binary as binary_missing at error level every 5 min, and alerts once through the messaging daemon', async () => {
-    const dir = scenario('missing');
-    const localnet = join(dir, 'localnet.sqlite');
+    const sc = fx.scenario('missing');
+    const localnet = join(sc.dir, 'localnet.sqlite');
     const common = ['--http', '127.0.0.1:0', '--tcp', 'off', '--localnet', localnet];
-    const a = await spawnDaemon(['--account', '+15550000001', '--data-dir', join(dir, 'a'), ...common]);
-    const b = await spawnDaemon(['--account', '+15550000002', '--data-dir', join(dir, 'b'), ...common]);
+    const a = await spawnDaemon(['--account', '+15550000001', '--data-dir', join(sc.dir, 'a'), ...common]);
+    const b = await spawnDaemon(['--account', '+15550000002', '--data-dir', join(sc.dir, 'b'), ...common]);
     try {
-      const binary = join(dir, 'inference-server');
-      const config = writeJson(
-        join(dir, 'g.json'),
-        baseConfig(dir, server.port, {
-          integrityIntervalS: 300,
-          primary: { binary },
-          alert: { rpc: `127.0.0.1:${a.port}`, recipient: ['+15550000002'] },
-        }),
-      );
+      const binary = join(sc.dir, 'inference-server');
+      const config = sc.config(server.port, {
+        integrityIntervalS: 300,
+        primary: { binary },
+        alert: { rpc: `127.0.0.1:${a.port}`, recipient: ['+15550000002'] },
+      });
       const t0 = nowS();
       expect((await guardian(['tick', '-c', config])).code).toBe(0);
-      const events = checkedEvents(join(dir, 'guardian.log'), t0);
+      const events = sc.events(t0);
       expect(events).toEqual([
         { ts: expect.any(Number), level: 'error', event: 'binary_missing' },
         { ts: expect.any(Number), level: 'info', event: 'alert_sent', detail: 'sent to +15550000002' },
@@ -316,12 +272,7 @@ describe('integrity', () => {
       // Still missing at the next check: logged again, not alerted again.
       const cli = await guardian(['check-integrity', '-c', config]);
       expect(cli).toEqual({ code: 2, stdout: '', stderr: `guardian: binary missing: ${binary} does not exist\n` });
-      expect(readLines(join(dir, 'guardian.log')).map((e) => e.event)).toEqual([
-        'binary_missing',
-        'alert_sent',
-        'probe_ok',
-        'binary_missing',
-      ]);
+      expect(sc.lines().map((e) => e.event)).toEqual(['binary_missing', 'alert_sent', 'probe_ok', 'binary_missing']);
       writeFileSync(binary, 'back');
       expect((await guardian(['check-integrity', '-c', config])).code).toBe(0);
       rmSync(binary);
@@ -335,13 +286,13 @@ describe('integrity', () => {
 
 describe('the alert', () => {
   it('is logged as failed, and changes nothing else, when the daemon answers with an error', async () => {
-    const dir = scenario('alert-error');
-    const localnet = join(dir, 'localnet.sqlite');
+    const sc = fx.scenario('alert-error');
+    const localnet = join(sc.dir, 'localnet.sqlite');
     const a = await spawnDaemon([
       '--account',
       '+15550000001',
       '--data-dir',
-      join(dir, 'a'),
+      join(sc.dir, 'a'),
       '--http',
       '127.0.0.1:0',
       '--tcp',
@@ -350,16 +301,13 @@ describe('the alert', () => {
       localnet,
     ]);
     try {
-      const config = writeJson(
-        join(dir, 'g.json'),
-        baseConfig(dir, server.port, {
-          integrityIntervalS: 300,
-          primary: { binary: join(dir, 'gone') },
-          alert: { rpc: `127.0.0.1:${a.port}`, recipient: ['+15559999999'] },
-        }),
-      );
+      const config = sc.config(server.port, {
+        integrityIntervalS: 300,
+        primary: { binary: join(sc.dir, 'gone') },
+        alert: { rpc: `127.0.0.1:${a.port}`, recipient: ['+15559999999'] },
+      });
       expect((await guardian(['tick', '-c', config])).code).toBe(0);
-      const events = readLines(join(dir, 'guardian.log'));
+      const events = sc.lines();
       expect(events.map((e) => e.event)).toEqual(['binary_missing', 'alert_failed', 'probe_ok']);
       expect(events[1]!.detail).toMatch(/send to \+15559999999 failed: -1 /);
     } finally {

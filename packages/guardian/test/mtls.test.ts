@@ -2,11 +2,11 @@
  * Probes over mutual TLS (issue 18.4): the real inference server on the generated tiny model with
  * its plain listener off and only its mTLS listener on, certificates from its own `certs` command.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
+import { fixture } from './fixture.js';
 import {
   baseConfig,
   checkedEvents,
@@ -15,23 +15,21 @@ import {
   guardian,
   NODE,
   nowS,
+  runNode,
   sleep,
-  tmpDir,
   writeJson,
 } from './helpers.js';
 
-const run = promisify(execFile);
 const INFERENCE = fileURLToPath(new URL('../../inference-server/bin/inference-server.js', import.meta.url));
-const tmp = tmpDir();
-afterAll(() => tmp.cleanup());
+const fx = fixture();
 
 describe('mutual TLS', () => {
   it('watches a server whose plain listener is off', async () => {
-    const dir = tmp.dir;
+    const dir = fx.dir;
     const model = join(dir, 'tiny.gguf');
     const pki = join(dir, 'pki');
-    await run(NODE, [INFERENCE, 'make-model', '--preset', 'tiny', '--out', model]);
-    await run(NODE, [INFERENCE, 'certs', '--out', pki]);
+    await runNode([INFERENCE, 'make-model', '--preset', 'tiny', '--out', model]);
+    await runNode([INFERENCE, 'certs', '--out', pki]);
     const port = await freePort();
     const server = spawn(
       NODE,
@@ -65,9 +63,10 @@ describe('mutual TLS', () => {
         ca: join(pki, 'ca.pem'),
       };
       const plain = await freePort();
+      // The model list on every tick: the tick that first serves checks it too, however long the load.
       const config = writeJson(
         join(dir, 'g.json'),
-        baseConfig(dir, plain, { probeBudgetS: 20, modelListIntervalS: 60, primary: { mtls } }),
+        baseConfig(dir, plain, { probeBudgetS: 20, modelListIntervalS: 0.001, primary: { mtls } }),
       );
       const t0 = nowS();
       // The server loads its model: until then the probe is refused or answered 503.

@@ -3,35 +3,20 @@
  * and promtool), the dead-man's-switch pings and the webhook alert of a guardian that hits its
  * rate limit, all against a local HTTP server standing for healthchecks.io and the webhook.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import { checkMetrics, metricValue } from '../../shared-types/test/promcheck.js';
-import {
-  baseConfig,
-  exited,
-  type FaultServer,
-  freePort,
-  guardian,
-  NODE,
-  readLines,
-  SERVICE,
-  spawnGuardian,
-  startFault,
-  tmpDir,
-  writeJson,
-} from './helpers.js';
+import { fixture } from './fixture.js';
+import { exited, freePort, guardian, NODE, SERVICE, spawnGuardian } from './helpers.js';
 
-const tmp = tmpDir();
-const servers: FaultServer[] = [];
+const fx = fixture();
 let hook: Server | null = null;
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.stop()));
+fx.onCleanup(async () => {
   hook?.closeAllConnections();
   await new Promise((r) => (hook ? hook.close(r) : r(null)));
-  tmp.cleanup();
 });
 
 interface Seen {
@@ -58,29 +43,25 @@ async function recorder(): Promise<{ url: string; seen: Seen[] }> {
 
 describe('metrics, pings and webhook alerts', () => {
   it('counts real probes in the textfile, pings each tick, and sends one webhook alert at the rate limit', async () => {
-    const dir = tmp.dir;
-    const s = await startFault(dir);
-    servers.push(s);
+    const sc = fx.scenario('metrics');
+    const s = await sc.fault();
     const { url, seen } = await recorder();
     const deadDaemon = await freePort(); // the message channel is broken: the webhook still gets through
-    const metricsFile = join(dir, 'textfile', 'vigil_guardian.prom');
-    const record = [NODE, SERVICE, 'restart', '--dir', dir, '--name', 'primary', '--rc', '0'];
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, {
-        intervalS: 0.05,
-        metricsFile,
-        ping: `${url}/ping/abc`,
-        pingTimeoutS: 2,
-        alert: {
-          rpc: `127.0.0.1:${deadDaemon}`,
-          recipient: ['+15550000009'],
-          timeoutS: 1,
-          webhook: { url: `${url}/hook`, headers: { Authorization: 'Bearer s3cret' }, timeoutS: 2 },
-        },
-        primary: { service: { kind: 'command', restart: record } },
-      }),
-    );
+    const metricsFile = join(sc.dir, 'textfile', 'vigil_guardian.prom');
+    const record = [NODE, SERVICE, 'restart', '--dir', sc.dir, '--name', 'primary', '--rc', '0'];
+    const config = sc.config(s.port, {
+      intervalS: 0.05,
+      metricsFile,
+      ping: `${url}/ping/abc`,
+      pingTimeoutS: 2,
+      alert: {
+        rpc: `127.0.0.1:${deadDaemon}`,
+        recipient: ['+15550000009'],
+        timeoutS: 1,
+        webhook: { url: `${url}/hook`, headers: { Authorization: 'Bearer s3cret' }, timeoutS: 2 },
+      },
+      primary: { service: { kind: 'command', restart: record } },
+    });
 
     // Two healthy ticks: the counters move with the real probes.
     s.setMode('ok');
@@ -103,7 +84,7 @@ describe('metrics, pings and webhook alerts', () => {
     s.setMode('500');
     const g = spawnGuardian(['run', '-c', config]);
     expect(await exited(g)).toEqual({ code: 2, signal: null });
-    const log = readLines(join(dir, 'guardian.log'));
+    const log = sc.lines();
     const fails = log.filter((e) => e.event === 'probe_fail').length;
     const hooks = seen.filter((r) => r.url === '/hook');
     expect(hooks).toHaveLength(1);
@@ -153,22 +134,17 @@ describe('metrics, pings and webhook alerts', () => {
   });
 
   it('a ping that cannot be delivered is one line on stderr and changes nothing else', async () => {
-    const dir = join(tmp.dir, 'noping');
-    mkdirSync(dir);
-    const s = await startFault(dir);
-    servers.push(s);
+    const sc = fx.scenario('noping');
+    const s = await sc.fault();
     s.setMode('ok');
     const dead = await freePort();
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, { ping: `http://127.0.0.1:${dead}/p`, pingTimeoutS: 1 }),
-    );
+    const config = sc.config(s.port, { ping: `http://127.0.0.1:${dead}/p`, pingTimeoutS: 1 });
     const r = await guardian(['tick', '-c', config]);
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(
       new RegExp(`^guardian: ping start to http://127\\.0\\.0\\.1:${dead}/p failed: .*ECONNREFUSED`, 'm'),
     );
     expect(r.stderr.trim().split('\n')).toHaveLength(1); // the second ping of the tick is the same episode
-    expect(readLines(join(dir, 'guardian.log')).map((e) => e.event)).toEqual(['probe_ok']);
+    expect(sc.lines().map((e) => e.event)).toEqual(['probe_ok']);
   });
 });

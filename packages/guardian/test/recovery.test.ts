@@ -6,92 +6,47 @@
  * has a fraction.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from '@jest/globals';
-import {
-  baseConfig,
-  checkedEvents,
-  exited,
-  type FaultServer,
-  guardian,
-  NODE,
-  nowS,
-  readLines,
-  sleep,
-  spawnGuardian,
-  startFault,
-  tmpDir,
-  waitEvent,
-  writeJson,
-} from './helpers.js';
+import { describe, expect, it } from '@jest/globals';
+import { fixture } from './fixture.js';
+import { exited, guardian, NODE, nowS, sleep, spawnGuardian } from './helpers.js';
 
-const tmp = tmpDir();
-const servers: FaultServer[] = [];
-afterAll(async () => {
-  for (const s of servers) {
-    try {
-      process.kill(s.child.pid!, 'SIGCONT');
-    } catch {
-      // gone
-    }
-    await s.stop();
-  }
-  tmp.cleanup();
-});
-
-async function fault(dir: string, name = 'fault'): Promise<FaultServer> {
-  const s = await startFault(dir, name);
-  servers.push(s);
-  return s;
-}
-function scenario(name: string): string {
-  const dir = join(tmp.dir, name);
-  mkdirSync(dir, { recursive: true });
-  return dir;
-}
+const fx = fixture();
 /** A `command` manager whose every action succeeds at once. */
 const OK_COMMANDS = Object.fromEntries(['restart', 'stop', 'start'].map((op) => [op, [NODE, '-e', 'process.exit(0)']]));
 const success = (at: number) => `${JSON.stringify({ ts: at, level: 'info', msg: 'request completed', status: 200 })}\n`;
 
 describe('busy deferral only for a server that answers (issue 18.1)', () => {
   it('a server killed -9 right after a client success: the next tick probes and counts, no probe_skip_busy', async () => {
-    const dir = scenario('killed');
-    const s = await fault(dir);
-    const access = join(dir, 'access.log');
-    const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port, { primary: { accessLog: access } }));
+    const sc = fx.scenario('killed');
+    const s = await sc.fault();
+    const access = join(sc.dir, 'access.log');
+    const config = sc.config(s.port, { primary: { accessLog: access } });
     appendFileSync(access, success(nowS() - 5));
     s.child.kill('SIGKILL');
     await exited(s.child);
     const t0 = nowS();
     expect((await guardian(['tick', '-c', config])).code).toBe(0);
-    const events = checkedEvents(join(dir, 'guardian.log'), t0);
+    const events = sc.events(t0);
     expect(events.map((e) => e.event)).toEqual(['probe_fail']);
     expect(events[0]).toMatchObject({ consecutive: 1, snippet: expect.stringContaining('ECONNREFUSED') });
     // The second tick restarts, as the spec's table says.
     expect((await guardian(['tick', '-c', config])).code).toBe(0);
-    expect(checkedEvents(join(dir, 'guardian.log'), t0).map((e) => e.event)).toEqual([
-      'probe_fail',
-      'probe_fail',
-      'restarting',
-      'restart_requested',
-    ]);
+    expect(sc.events(t0).map((e) => e.event)).toEqual(['probe_fail', 'probe_fail', 'restarting', 'restart_requested']);
   });
 
   it('a server stopped with SIGSTOP after a client success is not busy: probed and counted', async () => {
-    const dir = scenario('stopped');
-    const s = await fault(dir);
-    const access = join(dir, 'access.log');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, { busyCheckS: 0.5, primary: { accessLog: access } }),
-    );
+    const sc = fx.scenario('stopped');
+    const s = await sc.fault();
+    const access = join(sc.dir, 'access.log');
+    const config = sc.config(s.port, { busyCheckS: 0.5, primary: { accessLog: access } });
     appendFileSync(access, success(nowS() - 3));
     process.kill(s.child.pid!, 'SIGSTOP');
     try {
       const t0 = nowS();
       expect((await guardian(['tick', '-c', config])).code).toBe(0);
-      const events = checkedEvents(join(dir, 'guardian.log'), t0);
+      const events = sc.events(t0);
       expect(events.map((e) => e.event)).toEqual(['probe_fail']);
       expect(events[0]!.snippet).toMatch(/budget/);
     } finally {
@@ -102,23 +57,24 @@ describe('busy deferral only for a server that answers (issue 18.1)', () => {
 
 describe('start-up grace (issue 19.3)', () => {
   it('a model that loads for longer than one interval after a restart: probe_loading, no restart loop', async () => {
-    const dir = scenario('loading');
-    const s = await fault(dir);
+    const sc = fx.scenario('loading');
+    const s = await sc.fault();
     s.setMode('500');
     // The restart "starts" a server that answers 503 model_loading until the test says it loaded.
     const restart = [NODE, '-e', `require('node:fs').writeFileSync(${JSON.stringify(s.modeFile)}, 'loading')`];
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, { intervalS: 0.2, startGraceS: 30, primary: { service: { kind: 'command', restart } } }),
-    );
+    const config = sc.config(s.port, {
+      intervalS: 0.2,
+      startGraceS: 30,
+      primary: { service: { kind: 'command', restart } },
+    });
     const t0 = nowS();
     const g = spawnGuardian(['run', '-c', config]);
     try {
-      await waitEvent(join(dir, 'guardian.log'), 'restart_requested');
-      await waitEvent(join(dir, 'guardian.log'), 'probe_loading', 5);
+      await sc.waitEvent('restart_requested');
+      await sc.waitEvent('probe_loading', 5);
       s.setMode('ok');
-      await waitEvent(join(dir, 'guardian.log'), 'probe_ok');
-      const names = checkedEvents(join(dir, 'guardian.log'), t0).map((e) => e.event);
+      await sc.waitEvent('probe_ok');
+      const names = sc.events(t0).map((e) => e.event);
       expect(names.filter((n) => n === 'restarting')).toHaveLength(1);
       expect(names).not.toContain('rate_limit');
       const after = names.slice(names.indexOf('restart_requested') + 1);
@@ -137,30 +93,25 @@ describe('start-up grace (issue 19.3)', () => {
   });
 
   it('restore with a running guardian: the restored primary, still starting, is not restarted', async () => {
-    const dir = scenario('restore');
-    const s = await fault(dir);
+    const sc = fx.scenario('restore');
+    const s = await sc.fault();
     s.setMode('loading');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, {
-        intervalS: 0.1,
-        startGraceS: 30,
-        // The failing fallback is restarted every few ticks until the restore comes: it must not
-        // reach the restart limit first (a person is needed then, and `run` ends) however slowly
-        // the `guardian restore` process starts on a loaded machine.
-        maxRestarts: 1000,
-        primary: { standalone: [NODE, '-e', 'process.exit(0)'], service: { kind: 'command', ...OK_COMMANDS } },
-      }),
-    );
-    writeFileSync(join(dir, 'fallback.lock'), '{"what":"fallback active"}\n');
+    const config = sc.config(s.port, {
+      intervalS: 0.1,
+      startGraceS: 30,
+      // Still running when the restore comes, however long that takes to start: no rate limit first.
+      maxRestarts: 1000,
+      primary: { standalone: [NODE, '-e', 'process.exit(0)'], service: { kind: 'command', ...OK_COMMANDS } },
+    });
+    writeFileSync(join(sc.dir, 'fallback.lock'), '{"what":"fallback active"}\n');
     const g = spawnGuardian(['run', '-c', config]);
     try {
-      await waitEvent(join(dir, 'guardian.log'), 'probe_fail');
+      await sc.waitEvent('probe_fail');
       const r = await guardian(['restore', '-c', config]);
       expect(r.code).toBe(0);
-      const restored = (await waitEvent(join(dir, 'guardian.log'), 'restored')).find((e) => e.event === 'restored')!;
-      await waitEvent(join(dir, 'guardian.log'), 'probe_loading', 5);
-      const after = checkedEvents(join(dir, 'guardian.log'), restored.ts).map((e) => e.event);
+      const restored = (await sc.waitEvent('restored')).find((e) => e.event === 'restored')!;
+      await sc.waitEvent('probe_loading', 5);
+      const after = sc.events(restored.ts).map((e) => e.event);
       expect(after.slice(0, 6)).toEqual([
         'restored',
         'probe_loading',
@@ -180,29 +131,28 @@ describe('start-up grace (issue 19.3)', () => {
 
 describe('fallback (issue 19.9)', () => {
   it('a fallback that never serves: fallback_failed at error level, no fallback_activated, exit 2', async () => {
-    const dir = scenario('fallback-failed');
-    const s = await fault(dir);
-    const log = join(dir, 'primary.log');
-    const config = writeJson(
-      join(dir, 'g.json'),
-      baseConfig(dir, s.port, {
-        startGraceS: 1,
-        primary: { log, service: { kind: 'command', ...OK_COMMANDS } },
-        fallback: {
-          agent: 'inference-fallback',
-          http: '127.0.0.1:9',
-          service: { kind: 'command', start: [NODE, '-e', 'process.exit(0)'], stop: [NODE, '-e', '0'] },
-        },
-      }),
-    );
+    const sc = fx.scenario('fallback-failed');
+    const s = await sc.fault();
+    const log = join(sc.dir, 'primary.log');
+    const config = sc.config(s.port, {
+      startGraceS: 1,
+      primary: { log, service: { kind: 'command', ...OK_COMMANDS } },
+      fallback: {
+        agent: 'inference-fallback',
+        http: '127.0.0.1:9',
+        service: { kind: 'command', start: [NODE, '-e', 'process.exit(0)'], stop: [NODE, '-e', '0'] },
+      },
+    });
     appendFileSync(log, `${JSON.stringify({ ts: nowS(), level: 'error', msg: 'Segmentation fault' })}\n`);
     const t0 = nowS();
     const r = await guardian(['tick', '-c', config]);
     expect(r.code).toBe(2);
-    const events = checkedEvents(join(dir, 'guardian.log'), t0);
+    const events = sc.events(t0);
     expect(events.map((e) => e.event)).toEqual(['fallback_failed']);
     expect(events[0]).toMatchObject({ level: 'error', detail: expect.stringContaining('start-up grace') });
-    expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).machine.alerting.reason).toBe('fallback_failed');
+    expect(JSON.parse(readFileSync(join(sc.dir, 'state.json'), 'utf8')).machine.alerting.reason).toBe(
+      'fallback_failed',
+    );
   });
 });
 
@@ -219,49 +169,49 @@ describe('the state file and its lock (issue 19.6, 19.10)', () => {
   it.each(damaged)(
     'a state file that is %s: moved aside, state_reset at error level, the tick goes on',
     async (name, text) => {
-      const dir = scenario(`damaged-${name.replace(/\W+/g, '-')}`);
-      const s = await fault(dir);
-      const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port));
-      writeFileSync(join(dir, 'state.json'), text);
+      const sc = fx.scenario(`damaged-${name.replace(/\W+/g, '-')}`);
+      const s = await sc.fault();
+      const config = sc.config(s.port);
+      writeFileSync(join(sc.dir, 'state.json'), text);
       const t0 = nowS();
       const r = await guardian(['tick', '-c', config]);
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
-      const events = checkedEvents(join(dir, 'guardian.log'), t0);
+      const events = sc.events(t0);
       expect(events.map((e) => e.event)).toEqual(['state_reset', 'probe_ok']);
       expect(events[0]).toMatchObject({ level: 'error', detail: expect.stringContaining('lost') });
-      const aside = readdirSync(dir).filter((f) => f.startsWith('state.json.damaged-'));
+      const aside = readdirSync(sc.dir).filter((f) => f.startsWith('state.json.damaged-'));
       expect(aside).toHaveLength(1);
-      expect(readFileSync(join(dir, aside[0]!), 'utf8')).toBe(text);
-      expect(JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).version).toBe(1);
+      expect(readFileSync(join(sc.dir, aside[0]!), 'utf8')).toBe(text);
+      expect(JSON.parse(readFileSync(join(sc.dir, 'state.json'), 'utf8')).version).toBe(1);
     },
   );
 
   it('keeps the alerting state when the event log says a person is needed', async () => {
-    const dir = scenario('damaged-alerting');
-    const s = await fault(dir);
-    const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port));
-    const log = join(dir, 'guardian.log');
+    const sc = fx.scenario('damaged-alerting');
+    const s = await sc.fault();
+    const config = sc.config(s.port);
+    const log = join(sc.dir, 'guardian.log');
     appendFileSync(log, `{"ts":${nowS() - 60},"level":"warn","event":"rate_limit"}\n`);
-    writeFileSync(join(dir, 'state.json'), '');
+    writeFileSync(join(sc.dir, 'state.json'), '');
     const r = await guardian(['tick', '-c', config]);
     expect(r.code).toBe(2);
-    expect(readLines(log).map((e) => e.event)).toEqual(['rate_limit', 'state_reset']);
-    expect(readLines(log)[1]!.detail).toMatch(/kept from the event log: rate_limit/);
+    expect(sc.lines().map((e) => e.event)).toEqual(['rate_limit', 'state_reset']);
+    expect(sc.lines()[1]!.detail).toMatch(/kept from the event log: rate_limit/);
     expect(s.received()).toEqual([]);
     // After the operator's reset it probes again.
     expect((await guardian(['reset', '-c', config])).code).toBe(0);
     expect((await guardian(['tick', '-c', config])).code).toBe(0);
-    expect(readLines(log).at(-1)).toMatchObject({ event: 'probe_ok' });
+    expect(sc.lines().at(-1)).toMatchObject({ event: 'probe_ok' });
   });
 
   it('a state lock held by a live process that is not a guardian (a reused pid) does not block the tick', async () => {
-    const dir = scenario('foreign-lock');
-    const s = await fault(dir);
-    const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port));
+    const sc = fx.scenario('foreign-lock');
+    const s = await sc.fault();
+    const config = sc.config(s.port);
     const other = spawn('sleep', ['60'], { stdio: 'ignore' });
     try {
-      writeFileSync(join(dir, 'state.json.lock'), `${other.pid}\n`);
+      writeFileSync(join(sc.dir, 'state.json.lock'), `${other.pid}\n`);
       const t = performance.now();
       const r = await guardian(['tick', '-c', config], {}, 15_000);
       expect(r.code).toBe(0);
@@ -269,7 +219,7 @@ describe('the state file and its lock (issue 19.6, 19.10)', () => {
       expect(r.stderr).toMatch(
         new RegExp(`took over the state lock: pid ${other.pid} \\(sleep 60\\) is not a guardian`),
       );
-      expect(existsSync(join(dir, 'state.json.lock'))).toBe(false);
+      expect(existsSync(join(sc.dir, 'state.json.lock'))).toBe(false);
     } finally {
       other.kill('SIGKILL');
     }
@@ -278,15 +228,15 @@ describe('the state file and its lock (issue 19.6, 19.10)', () => {
 
 describe('event lines (issue 19.10)', () => {
   it('writes ts with a fraction on every line (three decimals, never a whole number)', async () => {
-    const dir = scenario('ts');
-    const s = await fault(dir);
-    const config = writeJson(join(dir, 'g.json'), baseConfig(dir, s.port, { intervalS: 0.01 }));
+    const sc = fx.scenario('ts');
+    const s = await sc.fault();
+    const config = sc.config(s.port, { intervalS: 0.01 });
     const g = spawnGuardian(['run', '-c', config]);
-    await waitEvent(join(dir, 'guardian.log'), 'probe_ok', 60);
+    await sc.waitEvent('probe_ok', 60);
     g.kill('SIGTERM');
     await exited(g);
     await sleep(10);
-    const lines = readFileSync(join(dir, 'guardian.log'), 'utf8').trim().split('\n');
+    const lines = readFileSync(join(sc.dir, 'guardian.log'), 'utf8').trim().split('\n');
     expect(lines.length).toBeGreaterThanOrEqual(60);
     for (const line of lines) expect(line).toMatch(/^\{"ts":\d+\.\d{3},"level":"\w+","event":"\w+"/);
   });
