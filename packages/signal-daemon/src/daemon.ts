@@ -33,7 +33,6 @@ const isIoFault = (err: unknown): boolean =>
   /^SQLITE_(IOERR|FULL)/.test(String((err as { code?: unknown } | null)?.code ?? ''));
 /** Methods whose success is an outbound send. */
 const OUTBOUND = new Set(['send', 'sendReceipt', 'sendReaction', 'sendMessageRequestResponse']);
-/** signal-cli methods whose params may name files of the host (`attachments`, `avatar`). */
 
 export interface DaemonHandle {
   readonly config: DaemonConfig;

@@ -17,7 +17,7 @@ import {
   renderMetrics,
 } from '@vigil/shared-types';
 import { RpcFailure } from './errors.js';
-import { type Invoke, isPending } from './rpc.js';
+import { type Invoke, settle } from './rpc.js';
 
 /** The path of the metrics; every other path is 404. */
 export const METRICS_PATH = '/metrics';
@@ -68,29 +68,18 @@ export class DaemonMetrics {
       const name = code === RpcErrorCode.METHOD_NOT_FOUND ? 'unknown' : method;
       this.calls.inc([name, transport, OUTCOME[code] ?? `error_${Math.abs(code)}`]);
     };
-    return (method, params) => {
-      let result: unknown;
-      try {
-        result = invoke(method, params);
-      } catch (err) {
-        failed(method, err);
-        throw err;
-      }
-      if (!isPending(result)) {
-        ok(method);
-        return result;
-      }
-      return Promise.resolve(result).then(
+    return (method, params) =>
+      settle(
+        () => invoke(method, params),
         (value) => {
           ok(method);
           return value;
         },
-        (err: unknown) => {
+        (err) => {
           failed(method, err);
           throw err;
         },
       );
-    };
   }
 
   render(g: DaemonGauges): string {

@@ -26,6 +26,20 @@ export function isPending<T>(value: T | PromiseLike<T>): value is PromiseLike<T>
 }
 
 /**
+ * Calls `run` and gives its result to `ok`, or what it threw or rejected with to `fail`: at once
+ * when it answered at once, else when its promise settles (then as a promise).
+ */
+export function settle<T>(run: () => unknown, ok: (value: unknown) => T, fail: (err: unknown) => T): T | Promise<T> {
+  let result: unknown;
+  try {
+    result = run();
+  } catch (err) {
+    return fail(err);
+  }
+  return isPending(result) ? Promise.resolve(result).then(ok, fail) : ok(result);
+}
+
+/**
  * JSON-RPC dispatch, the same for HTTP and TCP: one reply per call, none for a notification;
  * a batch gets an array of the replies due (none at all when every element was a notification).
  * The reply is returned directly when every method called answered at once, else as a promise.
@@ -53,23 +67,13 @@ export class Dispatcher {
   private one(item: Incoming, invoke: Invoke): Answer | Promise<Answer> {
     if (item.kind === 'invalid') return failure(item.id, item.error);
     this.inFlight++;
-    let result: unknown;
-    try {
-      result = invoke(item.method, item.params);
-    } catch (err) {
-      this.settled();
-      return this.failed(item, err);
-    }
-    if (!isPending(result)) {
-      this.settled();
-      return item.kind === 'call' ? success(item.id, result ?? null) : undefined;
-    }
-    return Promise.resolve(result).then(
+    return settle(
+      () => invoke(item.method, item.params),
       (value) => {
         this.settled();
         return item.kind === 'call' ? success(item.id, value ?? null) : undefined;
       },
-      (err: unknown) => {
+      (err) => {
         this.settled();
         return this.failed(item, err);
       },

@@ -1,5 +1,5 @@
 /** Test helpers for the relay: an in-process relay on loopback, echo targets, a line client. */
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type HostPort, type Logger, memoryLogger, RELAY_REFUSED_METHODS } from '@vigil/shared-types';
 import { defaultAllow } from '../src/cidr.js';
 import { type RelayConfig, type RelayHandle, startRelay } from '../src/relay.js';
@@ -55,3 +55,30 @@ export function closeServer(s: Server & { sockets?: Set<Socket> }): Promise<void
 }
 
 export { until } from '../../../test/support.js';
+
+/**
+ * A guest of a relay in front of an echo server: what comes back is collected as text; `ended`
+ * resolves when the relay ends the guest's connection; `close` stops all three.
+ */
+export async function echoGuest(extra: Partial<RelayConfig> = {}) {
+  const echo = await echoServer();
+  const r = await relay(echo.addr, extra);
+  const sock = connect(r.addr.port, r.addr.host);
+  let got = '';
+  sock.setEncoding('utf8');
+  sock.on('data', (d: string) => {
+    got += d;
+  });
+  const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+  return {
+    r,
+    sock,
+    ended,
+    got: () => got,
+    close: async () => {
+      sock.destroy();
+      await r.close();
+      await closeServer(echo);
+    },
+  };
+}

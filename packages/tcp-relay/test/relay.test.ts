@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { DaemonHandle } from '../../signal-daemon/src/index.js';
 import { rpc, startDaemon } from '../../signal-daemon/test/helpers.js';
 import { parseCidr } from '../src/cidr.js';
-import { closeServer, echoServer, relay, TcpClient, tmpDir, until } from './helpers.js';
+import { closeServer, echoGuest, echoServer, relay, TcpClient, tmpDir, until } from './helpers.js';
 
 const A = '+15550000001';
 const B = '+15550000002';
@@ -118,22 +118,12 @@ describe('through the relay to a real signal-daemon', () => {
 describe('half-close', () => {
   for (const filter of ['on', 'off'] as const) {
     it(`a guest that sends and shuts its write side still gets every reply (filter ${filter})`, async () => {
-      const echo = await echoServer();
-      const r = await relay(echo.addr, filter === 'off' ? { refuse: null } : {});
-      const sock = connect(r.addr.port, r.addr.host);
+      const { r, sock, ended, got, close } = await echoGuest(filter === 'off' ? { refuse: null } : {});
       const payload = `${'{"jsonrpc":"2.0","method":"version","id":1}\n'.repeat(2000)}{"tail":true}`;
-      let got = '';
-      sock.setEncoding('utf8');
-      sock.on('data', (d: string) => {
-        got += d;
-      });
-      const ended = new Promise<void>((resolve) => sock.on('end', resolve));
       sock.end(payload);
       await ended; // the target's FIN came back through the relay after all the bytes
-      expect(got).toBe(payload);
-      sock.destroy();
-      await r.close();
-      await closeServer(echo);
+      expect(got()).toBe(payload);
+      await close();
       const rec = r.logs.find((l) => l.msg === 'connection closed');
       expect(rec).toMatchObject({ bytesIn: payload.length, bytesOut: payload.length });
     });
@@ -142,15 +132,7 @@ describe('half-close', () => {
 
 describe('the filter on many lines at once', () => {
   it('refuses a name inside a chunk of allowed lines and one split across two reads; the rest passes in order', async () => {
-    const echo = await echoServer();
-    const r = await relay(echo.addr);
-    const sock = connect(r.addr.port, r.addr.host);
-    let got = '';
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => {
-      got += d;
-    });
-    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const { sock, ended, got, close } = await echoGuest();
     const ok = (from: number, n: number) =>
       Array.from(
         { length: n },
@@ -159,10 +141,12 @@ describe('the filter on many lines at once', () => {
     const split = '{"jsonrpc":"2.0","method":"setPin","params":{"pin":"1"},"id":"split"}\n';
     const cut = split.indexOf('setPin') + 3;
     sock.write(`${ok(0, 300)}{"jsonrpc":"2.0","method":"startLink","id":"mid"}\n${ok(300, 300)}${split.slice(0, cut)}`);
-    await until('the first part went through', () => got.includes('"id":599}'));
+    await until('the first part went through', () => got().includes('"id":599}'));
     sock.end(`${split.slice(cut)}${ok(600, 10)}`);
     await ended;
-    const lines = got.split('\n').filter((l) => l !== '');
+    const lines = got()
+      .split('\n')
+      .filter((l) => l !== '');
     const refusals = lines.filter((l) => l.includes('"error"')).map((l) => JSON.parse(l));
     expect(refusals).toEqual([
       expect.objectContaining({ id: 'mid', error: expect.objectContaining({ code: -32601 }) }),
@@ -171,76 +155,56 @@ describe('the filter on many lines at once', () => {
     expect(lines.filter((l) => !l.includes('"error"')).join('\n')).toBe(
       `${ok(0, 300)}${ok(300, 300)}${ok(600, 10)}`.trimEnd(),
     );
-    sock.destroy();
-    await r.close();
-    await closeServer(echo);
+    await close();
   });
 });
 
 describe('the filter on lines with escapes', () => {
   it('judges each line a lone CR ends (the daemon and signal-cli read them as separate lines)', async () => {
-    const echo = await echoServer();
-    const r = await relay(echo.addr);
-    const sock = connect(r.addr.port, r.addr.host);
-    let got = '';
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => {
-      got += d;
-    });
-    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const { sock, ended, got, close } = await echoGuest();
     const version = (id: string) => `{"jsonrpc":"2.0","method":"version","id":"${id}"}`;
     // A refused method after a lone CR, written plainly (through the framer) and escaped (through the scan).
     sock.write(`${version('a')}\r{"jsonrpc":"2.0","method":"startLink","id":"literal"}\n`);
     sock.write(`${version('b')}\r{"jsonrpc":"2.0","method":"start\\u004cink","id":"escaped"}\n`);
     sock.end(`${version('c')}\r${version('d')}\n`);
     await ended;
-    const lines = got.split(/\r\n|\r|\n/).filter((l) => l !== '');
+    const lines = got()
+      .split(/\r\n|\r|\n/)
+      .filter((l) => l !== '');
     expect(lines.filter((l) => l.includes('"error"')).map((l) => JSON.parse(l).id)).toEqual(['literal', 'escaped']);
-    expect(got).not.toContain('"method":"startLink"');
-    expect(got).not.toContain('u004cink');
+    expect(got()).not.toContain('"method":"startLink"');
+    expect(got()).not.toContain('u004cink');
     // Lines without a refused method go on, their lone CR kept, also those before a refused one.
-    expect(got).toContain(`${version('c')}\r${version('d')}\n`);
-    expect(got).toContain(`${version('a')}\r`);
-    expect(got).toContain(`${version('b')}\r`);
-    sock.destroy();
-    await r.close();
-    await closeServer(echo);
+    expect(got()).toContain(`${version('c')}\r${version('d')}\n`);
+    expect(got()).toContain(`${version('a')}\r`);
+    expect(got()).toContain(`${version('b')}\r`);
+    await close();
   });
 
   it('judges each line with a \\u escape among plain ones: an escaped refused name is refused, escaped text passes, CRLF kept', async () => {
-    const echo = await echoServer();
-    const r = await relay(echo.addr);
-    const sock = connect(r.addr.port, r.addr.host);
-    let got = '';
-    sock.setEncoding('utf8');
-    sock.on('data', (d: string) => {
-      got += d;
-    });
-    const ended = new Promise<void>((resolve) => sock.on('end', resolve));
+    const { r, sock, ended, got, close } = await echoGuest();
     const plain = (id: number) => `{"jsonrpc":"2.0","method":"send","params":{"message":"m"},"id":${id}}\n`;
     const quoted = '{"jsonrpc":"2.0","method":"send","params":{"message":"say \\"hi\\""},"id":"q"}\r\n';
     const hidden = '{"jsonrpc":"2.0","method":"start\\u004cink","id":"hidden"}\r\n';
     // One write: plain lines, one with escaped quotes, one with a \u escape; then one more in a later read.
     sock.write(`${plain(1)}${quoted}${plain(2)}${hidden}${plain(3)}`);
-    await until('the first part went through', () => got.includes('"id":3}'));
+    await until('the first part went through', () => got().includes('"id":3}'));
     sock.end(`${hidden.replace('hidden', 'later')}${plain(4)}`);
     await ended;
     expect(
-      got
+      got()
         .split('\n')
         .filter((l) => l.includes('"error"'))
         .map((l) => JSON.parse(l).id),
     ).toEqual(['hidden', 'later']);
     expect(
-      got
+      got()
         .split('\n')
         .filter((l) => l !== '' && !l.includes('"error"'))
         .join('\n'),
     ).toBe(`${plain(1)}${quoted}${plain(2)}${plain(3)}${plain(4)}`.trimEnd());
     expect(r.logs.filter((l) => l.msg === 'method refused')).toHaveLength(2);
-    sock.destroy();
-    await r.close();
-    await closeServer(echo);
+    await close();
   });
 });
 

@@ -207,8 +207,7 @@ export class Records {
     this.s.setTrust.run(owner, number, key, level, Date.now());
   }
 
-  /** Trust on first use: the first key seen for a number is trusted (unverified). */
-  /** `owner` trusts `number`'s published identity key, if it has none on record for it yet (one statement). */
+  /** Trust on first use: `owner` trusts `number`'s published key (unverified) if it has none on record for it yet. */
   trustOnFirstUse(owner: string, number: string): void {
     this.s.tofu.run(owner, Date.now(), number);
   }

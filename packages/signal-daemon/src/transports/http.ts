@@ -13,7 +13,7 @@ import {
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
 import type { HoldConsumer, Inbox } from '../inbox.js';
-import { type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
+import { type Dispatcher, type Invoke, type Reply, settle } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
 const SSE_HIGH_WATER = 1024 * 1024;
@@ -135,14 +135,12 @@ export class HttpTransport {
         this.o.logger.error('dispatch failed', { error: String(err) });
         plain(res, 500, 'Internal Server Error');
       };
-      try {
-        // A method that answers at once is answered here, in the same turn (see Dispatcher).
-        const reply = this.o.dispatcher.dispatch(message, this.o.invoke);
-        if (isPending(reply)) reply.then(respond, failed);
-        else respond(reply);
-      } catch (err) {
-        failed(err);
-      }
+      // A method that answers at once is answered here, in the same turn (see Dispatcher).
+      settle(
+        () => this.o.dispatcher.dispatch(message, this.o.invoke),
+        (r) => respond(r as Reply),
+        failed,
+      );
     });
     req.on('error', () => {});
   }
