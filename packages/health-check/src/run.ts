@@ -1,8 +1,7 @@
 /** One run: every check in order under the lock, the report appended to the health log, the table. */
-import { appendFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { HealthExit, type HealthReport, healthExitCode } from '@vigil/shared-types';
-import { acquireLock, ensureDir, LockBusyError, PRIVATE_FILE } from '@vigil/shared-types/node';
+import { acquireLock, appendFileNoFollow, ensureDir, LockBusyError, PRIVATE_FILE } from '@vigil/shared-types/node';
 import { CHECKS, runCheck } from './checks/index.js';
 import type { HealthConfig } from './config.js';
 import { LockedError } from './errors.js';
@@ -53,7 +52,7 @@ export async function runChecks(
 /** One JSON line per run. */
 export function appendReport(file: string, report: HealthReport | Record<string, unknown>): void {
   ensureDir(dirname(file));
-  appendFileSync(file, `${JSON.stringify(report)}\n`, { mode: PRIVATE_FILE });
+  appendFileNoFollow(file, `${JSON.stringify(report)}\n`, PRIVATE_FILE);
 }
 
 const COLOURS = { ok: 32, healed: 33, failed: 31, skipped: 90 } as const;
