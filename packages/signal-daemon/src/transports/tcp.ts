@@ -141,7 +141,17 @@ export class TcpConnection {
     this.close();
   }
 
+  /** The last resort: a bug in one line is logged and answered -32603; the connection and the daemon go on. */
   private handle(frame: Frame): void {
+    try {
+      this.handleLine(frame);
+    } catch (err) {
+      this.o.logger.error('request failed', { remote: this.socket.remoteAddress, error: String(err) });
+      this.write(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')));
+    }
+  }
+
+  private handleLine(frame: Frame): void {
     if (frame.kind === 'oversize') {
       this.write(requestTooLarge('line', frame.limit));
       return;
