@@ -38,7 +38,8 @@ const TEXT_FIELDS: Readonly<Record<string, TextLimit>> = {
 
 /** `group-name` → `groupName`; a plural list name → its singular (`attachments` → `attachment`). */
 function canonical(key: string): string {
-  const camel = key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+  if (Object.hasOwn(TEXT_FIELDS, key) || key === 'attachment') return key;
+  const camel = key.includes('-') ? key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()) : key;
   if (Object.hasOwn(TEXT_FIELDS, camel) || camel === 'attachment') return camel;
   const singular = camel.endsWith('s') ? camel.slice(0, -1) : camel;
   return Object.hasOwn(TEXT_FIELDS, singular) || singular === 'attachment' ? singular : camel;
@@ -47,7 +48,10 @@ function canonical(key: string): string {
 /** Throws RpcFailure (-32602) for the first parameter over its limit; params of any other shape pass. */
 export function checkSizes(params: unknown, limits: MessagingLimits = MESSAGING_LIMITS): void {
   if (params === null || typeof params !== 'object' || Array.isArray(params)) return;
-  for (const [key, value] of Object.entries(params as Record<string, unknown>)) {
+  const given = params as Record<string, unknown>;
+  for (const key in given) {
+    if (!Object.hasOwn(given, key)) continue;
+    const value = given[key];
     const name = canonical(key);
     if (name === 'attachment') {
       const n = Array.isArray(value) ? value.length : value === undefined || value === null ? 0 : 1;
