@@ -185,9 +185,13 @@ describe('the last resort: a bug in one request', () => {
 
   it('is answered 500 (-32603 on the RPC path) over HTTP, logged, and the next request is served', async () => {
     let buggy = true;
-    // A dispatcher whose reply cannot be serialised, and a status that throws: bugs a request can reach.
+    let later = false;
+    // A dispatcher whose reply cannot be serialised (at once, or later), and a status that throws.
     const dispatcher = {
-      dispatch: () => ({ jsonrpc: '2.0', id: 1, result: buggy ? 1n : 1 }),
+      dispatch: () => {
+        const reply = { jsonrpc: '2.0', id: 1, result: buggy ? 1n : 1 };
+        return later ? new Promise((r) => setTimeout(() => r(reply), 10)) : reply;
+      },
     } as unknown as Dispatcher;
     const t = new HttpTransport({
       bindHost: '127.0.0.1',
@@ -213,12 +217,16 @@ describe('the last resort: a bug in one request', () => {
         id: null,
         error: { code: -32603, message: 'Internal error', data: null },
       });
+      later = true; // the reply of a method that answers later: the same
+      const r2 = await http(addr, { body });
+      expect(r2.status).toBe(500);
+      expect(r2.json()).toMatchObject({ error: { code: -32603 } });
       const check = await http(addr, { method: 'GET', path: '/api/v1/check', headers: { accept: 'application/json' } });
       expect(check.status).toBe(500);
       expect(check.text).toBe('Internal Server Error\n');
       buggy = false;
       expect((await http(addr, { body })).json()).toEqual({ jsonrpc: '2.0', id: 1, result: 1 });
-      expect(logs.filter((l) => l.msg === 'request failed')).toHaveLength(2);
+      expect(logs.filter((l) => l.msg === 'request failed')).toHaveLength(3);
     } finally {
       t.server.close();
     }
@@ -226,8 +234,12 @@ describe('the last resort: a bug in one request', () => {
 
   it('is answered -32603 over TCP, and the connection and the listener go on', async () => {
     let buggy = true;
+    let later = false;
     const dispatcher = {
-      dispatch: () => ({ jsonrpc: '2.0', id: 1, result: buggy ? 1n : 1 }),
+      dispatch: () => {
+        const reply = { jsonrpc: '2.0', id: 1, result: buggy ? 1n : 1 };
+        return later ? new Promise((r) => setTimeout(() => r(reply), 10)) : reply;
+      },
     } as unknown as Dispatcher;
     const t = new TcpTransport({
       maxLineBytes: 1024,
@@ -243,11 +255,10 @@ describe('the last resort: a bug in one request', () => {
     const addr: HostPort = await listen(t.server, { host: '127.0.0.1', port: 0 }, 'TCP');
     const c = await TcpClient.connect(addr);
     try {
-      expect(await c.call('version')).toEqual({
-        jsonrpc: '2.0',
-        id: null,
-        error: { code: -32603, message: 'Internal error', data: null },
-      });
+      const internal = { jsonrpc: '2.0', id: null, error: { code: -32603, message: 'Internal error', data: null } };
+      expect(await c.call('version')).toEqual(internal);
+      later = true;
+      expect(await c.call('version')).toEqual(internal);
       buggy = false;
       expect(await c.call('version')).toEqual({ jsonrpc: '2.0', id: 1, result: 1 });
     } finally {

@@ -168,16 +168,18 @@ export class HttpTransport {
                 error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
               } as const)
             : parseMessage(text);
-        const respond = (reply: Reply) => {
-          if (reply === undefined) {
-            res.writeHead(201, { 'content-length': 0 });
-            res.end();
-            return;
-          }
-          const body = JSON.stringify(reply);
-          res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
-          res.end(body);
-        };
+        // Guarded itself: a reply that comes later is written outside this turn's guard.
+        const respond = (reply: Reply) =>
+          this.guarded(req, res, () => {
+            if (reply === undefined) {
+              res.writeHead(201, { 'content-length': 0 });
+              res.end();
+              return;
+            }
+            const body = JSON.stringify(reply);
+            res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+            res.end(body);
+          });
         const failed = (err: unknown) => {
           this.o.logger.error('dispatch failed', { error: String(err) });
           internalError(res, true);

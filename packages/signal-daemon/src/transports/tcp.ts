@@ -190,9 +190,17 @@ export class TcpConnection {
     this.endWhenIdle();
   }
 
+  /** Writes one reply line; one that cannot be written (a bug) is logged and answered -32603 instead. */
   private write(value: unknown): void {
     if (this.closed || this.socket.destroyed || !this.socket.writable) return;
-    this.socket.write(`${JSON.stringify(value)}\n`);
+    let line: string;
+    try {
+      line = `${JSON.stringify(value)}\n`;
+    } catch (err) {
+      this.o.logger.error('request failed', { remote: this.socket.remoteAddress, error: String(err) });
+      line = `${JSON.stringify(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')))}\n`;
+    }
+    this.socket.write(line);
   }
 
   /** Backpressure: read only while the peer reads and the calls under way are bounded. */
