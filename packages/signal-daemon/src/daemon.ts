@@ -135,7 +135,8 @@ export async function start(
     (method, params) => {
       switch (method) {
         case 'version':
-          return { version: VERSION };
+          // signal-cli's own key is vigil's version; signalCliInterface says whose interface is offered.
+          return { version: VERSION, signalCliInterface: backend.signalCliInterface() };
         case 'subscribeReceive':
           if (!conn) break;
           return conn.subscribe();
@@ -190,6 +191,7 @@ export async function start(
 
   const status = (): DaemonStatus => ({
     version: VERSION,
+    signalCliInterface: backend.signalCliInterface(),
     account: config.account,
     backend: { kind: backend.kind, state: backend.state() },
     uptimeS: Math.round((Date.now() - startedAt) / 1000),

@@ -54,20 +54,25 @@ export function sendableGroups(ctx: LocalContext, groupIds: readonly string[]) {
 }
 
 /** A data message with only the keys that have a value, in signal-cli's order. */
-export function dataMessage(fields: {
-  timestamp: number;
-  message?: string | null;
-  expiresInSeconds?: number;
-  viewOnce?: boolean;
-  reaction?: Reaction;
-  quote?: Quote;
-  mentions?: readonly Mention[];
-  previews?: readonly Preview[];
-  attachments?: readonly unknown[];
-  remoteDelete?: { timestamp: number };
-  textStyles?: readonly TextStyle[];
-  groupInfo?: DataMessage['groupInfo'];
-}): DataMessage {
+export function dataMessage(
+  fields: {
+    timestamp: number;
+    message?: string | null;
+    expiresInSeconds?: number;
+    viewOnce?: boolean;
+    reaction?: Reaction;
+    quote?: Quote;
+    mentions?: readonly Mention[];
+    previews?: readonly Preview[];
+    attachments?: readonly unknown[];
+    remoteDelete?: { timestamp: number };
+    textStyles?: readonly TextStyle[];
+    groupInfo?: DataMessage['groupInfo'];
+  } & Pick<
+    DataMessage,
+    'payment' | 'pollCreate' | 'pollVote' | 'pollTerminate' | 'pinMessage' | 'unpinMessage' | 'adminDelete'
+  >,
+): DataMessage {
   const out: Record<string, unknown> = {
     timestamp: fields.timestamp,
     message: fields.message ?? null,
@@ -77,12 +82,19 @@ export function dataMessage(fields: {
   for (const key of [
     'reaction',
     'quote',
+    'payment',
     'mentions',
     'previews',
     'attachments',
     'remoteDelete',
+    'pollCreate',
+    'pollVote',
+    'pollTerminate',
     'textStyles',
     'groupInfo',
+    'pinMessage',
+    'unpinMessage',
+    'adminDelete',
   ] as const) {
     const v = fields[key];
     if (v !== undefined && !(Array.isArray(v) && v.length === 0)) out[key] = v;
