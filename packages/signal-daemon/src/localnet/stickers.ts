@@ -9,8 +9,9 @@
 import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, normalize, sep } from 'node:path';
+import { RpcErrorCode } from '@vigil/shared-types';
 import { readAttachmentFile } from '../attachments.js';
-import { invalidParams, userError } from '../errors.js';
+import { invalidParams, RpcFailure, userError } from '../errors.js';
 import { optInt, type Params, reqString, strings } from '../params.js';
 import type { NewStickerPack, StickerRow } from './extras.js';
 import type { LocalContext, LocalMethods } from './methods.js';
@@ -51,10 +52,22 @@ async function manifestPath(path: string): Promise<string> {
   return st?.isDirectory() ? join(path, 'manifest.json') : path;
 }
 
+/** A file of the pack, checked as an attachment is; a refusal names the `path` parameter. */
+async function readPackFile(ctx: LocalContext, file: string): Promise<Buffer> {
+  try {
+    return await readAttachmentFile(file, ctx.attachmentPolicy);
+  } catch (err) {
+    if (err instanceof RpcFailure && err.rpcCode === RpcErrorCode.INVALID_PARAMS) {
+      throw invalidParams(`path: ${err.message.replace(/^Invalid params: attachment /, 'sticker pack file ')}`);
+    }
+    throw err;
+  }
+}
+
 /** Reads and checks the whole pack before anything is stored. */
 async function readPack(ctx: LocalContext, path: string): Promise<NewStickerPack> {
   const manifest = await manifestPath(path);
-  const text = (await readAttachmentFile(manifest, ctx.attachmentPolicy)).toString('utf8');
+  const text = (await readPackFile(ctx, manifest)).toString('utf8');
   let m: Record<string, unknown>;
   try {
     m = JSON.parse(text) as Record<string, unknown>;
@@ -73,7 +86,7 @@ async function readPack(ctx: LocalContext, path: string): Promise<NewStickerPack
   const all = cover && !listed.some((s) => s.file === cover.file) ? [...listed, cover] : listed;
   const stickers: (StickerRow & { data: Buffer })[] = [];
   for (const [id, s] of all.entries()) {
-    const data = await readAttachmentFile(join(dirname(manifest), s.file), ctx.attachmentPolicy);
+    const data = await readPackFile(ctx, join(dirname(manifest), s.file));
     stickers.push({ id, emoji: s.emoji, contentType: s.contentType ?? contentTypeOf(data), data });
   }
   return {
