@@ -135,8 +135,8 @@ export async function start(
     (method, params) => {
       switch (method) {
         case 'version':
-          // signal-cli's own key is vigil's version; signalCliInterface says whose interface is offered.
-          return { version: VERSION, signalCliInterface: backend.signalCliInterface() };
+          // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
+          return { version: VERSION };
         case 'subscribeReceive':
           if (!conn) break;
           return conn.subscribe();
