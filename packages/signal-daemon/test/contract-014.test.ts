@@ -121,6 +121,11 @@ describe('signal-cli 0.14 methods between daemons, over HTTP and TCP, in both sp
       expect(ended.dataMessage.pollTerminate).toEqual({ targetSentTimestamp: pollTimestamp });
       expect(ended.dataMessage.groupInfo).toMatchObject({ groupId, type: 'DELIVER' });
       await next(sseC);
+      // To self: this account's own stream gets it as a sent message (a sync message), as signal-cli.
+      const note = await call(a, 'sendPollCreate', { noteToSelf: true, question: 'Note?', option: ['a', 'b'] }, mode);
+      const sent = (await next(sseA)).syncMessage.sentMessage;
+      expect(sent).toMatchObject({ destinationNumber: A, timestamp: note.result.timestamp });
+      expect(sent.pollCreate).toEqual({ question: 'Note?', allowMultiple: true, options: ['a', 'b'] });
     },
   );
 
