@@ -104,6 +104,9 @@ export const RELAY_REFUSED_METHODS = [
   'updateAccount',
   'setPin',
   'removePin',
+  // signal-cli 0.14: moving the account to another number is a re-registration.
+  'startChangeNumber',
+  'finishChangeNumber',
 ] as const;
 
 /** A phone number in E.164 form, e.g. +15550000001. */

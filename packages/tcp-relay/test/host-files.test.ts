@@ -168,8 +168,8 @@ describe('a guest that names host files through the relay', () => {
         data: null,
       });
     }
-    // The account's PIN and devices are not the guest's to change.
-    for (const method of ['setPin', 'removePin', 'removeDevice']) {
+    // The account's PIN, devices and number are not the guest's to change.
+    for (const method of ['setPin', 'removePin', 'removeDevice', 'startChangeNumber', 'finishChangeNumber']) {
       expect((await guest.call(method, { pin: '1234', deviceId: 2 }, method)).error.code).toBe(-32601);
     }
     expect((await rpc(a.http!, 'listStickerPacks')).result).toEqual([]);
