@@ -200,6 +200,8 @@ export interface DataMessage {
   readonly previews?: readonly Preview[];
   readonly remoteDelete?: { readonly timestamp: number };
   readonly textStyles?: readonly TextStyle[];
+  /** A sticker of a pack (`packId` in hex). */
+  readonly sticker?: { readonly packId: string; readonly stickerId: number };
   /** signal-cli 0.14: a payment notification (`receipt` in base64). */
   readonly payment?: { readonly note: string | null; readonly receipt: string };
   readonly pollCreate?: {

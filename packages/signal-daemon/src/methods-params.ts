@@ -77,7 +77,7 @@ export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
     messageFromStdin: refused(one('boolean'), 'a daemon has no standard input: give message'),
     attachment: many('string'),
     viewOnce: one('boolean'),
-    sticker: refused(one('string')),
+    sticker: one('string'),
     mention: many('string'),
     textStyle: many('string'),
     quoteTimestamp: one('timestamp'),

@@ -241,6 +241,18 @@ describe('signal-cli 0.14 methods between daemons, over HTTP and TCP, in both sp
           { id: 1, emoji: '🐱', contentType: 'image/png' },
         ],
       });
+      // A sticker of an installed pack is sent as signal-cli's `sticker` field.
+      const sent = await call(b, 'send', { recipient: A, sticker: `${packId}:0` }, mode);
+      expect(sent.result.results[0].type).toBe('SUCCESS');
+      expect((await next(sseA)).dataMessage).toEqual({
+        timestamp: sent.result.timestamp,
+        message: null,
+        expiresInSeconds: 0,
+        viewOnce: false,
+        sticker: { packId, stickerId: 0 },
+      });
+      // C has not installed the pack.
+      expect((await rpc(c.http!, 'send', { recipient: A, sticker: `${packId}:0` })).error).toMatchObject({ code: -1 });
       const got = await call(b, 'getSticker', { packId, stickerId: 1 }, mode);
       expect(Buffer.from(got.result.data, 'base64')).toEqual(second);
       expect((await call(b, 'getSticker', { packId, stickerId: 7 }, mode)).error.code).toBe(-1);

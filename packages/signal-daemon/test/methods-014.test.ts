@@ -130,6 +130,7 @@ const BAD: readonly (readonly [string, Record<string, unknown>, string])[] = [
   ['updateConfiguration', { readReceipts: 'yes' }, 'readReceipts'],
   ['removeContact', {}, 'recipient'],
   ['updateGroup', { name: 'g', avatar: '/etc/hostname' }, 'attachment'],
+  ['send', { recipient: B, sticker: 'cats:1' }, 'sticker'],
 ];
 
 const norm = (s: string) => s.replace(/-/g, '').toLowerCase();

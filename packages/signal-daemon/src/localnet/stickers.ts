@@ -157,4 +157,21 @@ function getSticker(ctx: LocalContext, p: Params): { data: string } {
   return { data: data.toString('base64') };
 }
 
+/** `send`'s sticker, `packId:stickerId` as signal-cli writes it: a sticker of a pack this account has installed. */
+export function stickerRef(
+  ctx: LocalContext,
+  spec: string | undefined,
+): { packId: string; stickerId: number } | undefined {
+  if (spec === undefined) return undefined;
+  const m = /^([0-9a-fA-F]+):(\d{1,9})$/.exec(spec);
+  if (!m) throw invalidParams(`sticker must be stickerPackId:stickerId (hex pack id, sticker number), got ${spec}`);
+  const packId = m[1]!.toLowerCase();
+  const stickerId = Number(m[2]);
+  const installed = ctx.extras.installedPacks(ctx.me.number).some((pk) => pk.packId === packId);
+  if (!installed || !ctx.extras.sticker(packId, stickerId)) {
+    throw userError(`Failed to send sticker: no sticker ${stickerId} in an installed pack ${packId}`);
+  }
+  return { packId, stickerId };
+}
+
 export const stickerMethods: LocalMethods = { uploadStickerPack, addStickerPack, listStickerPacks, getSticker };
