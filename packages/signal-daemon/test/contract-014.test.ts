@@ -369,6 +369,18 @@ describe('signal-cli 0.14 methods between daemons, over HTTP and TCP, in both sp
     },
   );
 
+  it('a story to a group that a member blocked does not reach that member', async () => {
+    await rpc(c.http!, 'block', { groupId });
+    try {
+      await rpc(a.http!, 'sendStory', { attachment: PNG_URI, groupId });
+      expect((await next(sseB)).storyMessage.groupId).toBe(groupId);
+      await rpc(a.http!, 'send', { recipient: C, message: 'marker' });
+      expect((await next(sseC)).dataMessage.message).toBe('marker');
+    } finally {
+      await rpc(c.http!, 'unblock', { groupId });
+    }
+  });
+
   it('/api/v1/check says which signal-cli interface is offered; version keeps signal-cli’s shape', async () => {
     expect((await rpc(a.http!, 'version')).result).toEqual({ version: expect.any(String) });
     const res = await fetch(`http://127.0.0.1:${a.http!.port}/api/v1/check`, {

@@ -324,10 +324,10 @@ export class LocalBackend implements Backend {
     return moved;
   }
 
-  /** A blocked sender's messages, and messages to a blocked group, are not delivered. */
+  /** A blocked sender's messages, and messages (and stories) to a blocked group, are not delivered. */
   private accepts(e: Envelope): boolean {
     if (e.sourceNumber && this.store.isBlocked(this.me.number, e.sourceNumber)) return false;
-    const groupId = e.dataMessage?.groupInfo?.groupId;
+    const groupId = e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId;
     return !(groupId && this.store.isGroupBlocked(this.me.number, groupId));
   }
 
