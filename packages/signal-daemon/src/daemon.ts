@@ -137,6 +137,7 @@ export async function start(
     (method, params) => {
       switch (method) {
         case 'version':
+          // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
           return { version: VERSION };
         case 'subscribeReceive':
           if (!conn) break;
@@ -193,6 +194,7 @@ export async function start(
 
   const status = (): DaemonStatus => ({
     version: VERSION,
+    signalCliInterface: backend.signalCliInterface(),
     account: config.account,
     backend: { kind: backend.kind, state: backend.state() },
     uptimeS: Math.round((Date.now() - startedAt) / 1000),
