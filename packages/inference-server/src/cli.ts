@@ -113,6 +113,14 @@ program
       .argParser(int(1))
       .default(DEFAULTS.parallel),
   )
+  .addOption(
+    opt('--state-cache-mib <n>', 'bound of the saved states of conversations evicted from their slot, MiB; 0: off')
+      .argParser(int(0))
+      .default(DEFAULTS.stateCacheMib),
+  )
+  .addOption(
+    opt('--state-cache-dir <dir>', 'where saved states are written (default: /dev/shm if present, else the temp dir)'),
+  )
   .addOption(opt('--context-size <n>', "tokens per sequence (default: the model's, at most 4096)").argParser(int(16)))
   .addOption(
     opt('--max-queue <n>', 'requests that may wait for a sequence; more get 429')
@@ -200,6 +208,8 @@ program
         ...(o.threads !== undefined ? { threads: o.threads } : {}),
         ...(o.batchThreads !== undefined ? { batchThreads: o.batchThreads } : {}),
         workerNice: o.workerNice,
+        stateCacheMib: o.stateCacheMib,
+        ...(o.stateCacheDir !== undefined ? { stateCacheDir: o.stateCacheDir } : {}),
         parallel: o.parallel,
         contextSize: o.contextSize ?? null,
         maxQueue: o.maxQueue,

@@ -17,6 +17,7 @@ import type {
   LlamaContextSequence,
   LlamaGrammar,
   LlamaModel,
+  Token,
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
@@ -24,6 +25,7 @@ import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
 import { GrammarCache } from './schema.js';
+import { StateCache } from './state-cache.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
 
@@ -39,6 +41,8 @@ export interface EngineOptions {
   readonly contextSize: number | null;
   readonly maxDefaultContextSize: number;
   readonly logger: Logger;
+  /** The saved-state cache (state-cache.ts): its directory and bound; null or 0 bytes: none. */
+  readonly stateCache?: { readonly dir: string; readonly maxBytes: number } | null;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
 }
@@ -75,6 +79,8 @@ export interface CompletionInput extends CompletionSettings {
   readonly onText?: (text: string) => void;
   /** Tokens generated so far, after each step. */
   readonly onTokens?: (count: number) => void;
+  /** The prompt's tokens when the caller has them already (`promptTokens()` of the same input). */
+  readonly promptTokens?: readonly Token[];
 }
 
 export interface CompletionOutput {
@@ -84,6 +90,10 @@ export interface CompletionOutput {
   readonly calls: readonly { readonly name: string; readonly arguments: string }[];
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Prompt tokens not evaluated again: the sequence held them (or a saved state restored them). */
+  readonly cachedTokens: number;
+  /** Of those, the tokens a saved state restored. */
+  readonly restoredTokens: number;
 }
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -137,6 +147,8 @@ export class Engine {
     private readonly context: LlamaContext,
     private readonly sequences: readonly LlamaContextSequence[],
     private readonly chatWrapper: ChatWrapper,
+    /** Saved states of evicted conversations; null: off. */
+    readonly states: StateCache | null,
     public info: {
       readonly contextSize: number;
       readonly trainContextSize: number;
@@ -207,7 +219,7 @@ export class Engine {
       // Resolving the chat wrapper renders the model's template against the known ones: it takes
       // a few hundred milliseconds of the event loop, so it happens once, here.
       const chatWrapper = lib.resolveChatWrapper(model);
-      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, {
+      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, openStateCache(options), {
         contextSize: context.contextSize,
         trainContextSize,
         gpu: llama.gpu,
@@ -267,13 +279,29 @@ export class Engine {
     return this.grammars.get(schema);
   }
 
-  /** Prompt tokens of the messages as this model's chat template renders them. */
-  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+  /** The prompt's tokens as this model's chat template renders the messages (what LlamaChat evaluates). */
+  promptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): Token[] {
     const state = this.chatWrapper.generateContextState({
       chatHistory: chatHistory(messages),
       ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}),
     });
-    return state.contextText.tokenize(this.model.tokenizer).length;
+    return state.contextText.tokenize(this.model.tokenizer);
+  }
+
+  /** Prompt tokens of the messages as this model's chat template renders them. */
+  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+    return this.promptTokens(messages, functions).length;
+  }
+
+  /**
+   * Tokens of `tokens` that sequence `slot` holds already (its state starts with them), at most
+   * all but the last (a completion evaluates at least one token). What the scheduler's slot
+   * choice compares; read while the slot is free, so no generation changes it meanwhile.
+   */
+  cachedPrefix(slot: number, tokens: readonly Token[]): number {
+    const sequence = this.sequences[slot];
+    if (!sequence || tokens.length === 0) return 0;
+    return Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
   }
 
   /** Generates a completion on sequence `slot` (which the caller holds exclusively). */
@@ -283,10 +311,16 @@ export class Engine {
     if (!sequence) throw new Error(`no sequence ${slot}`);
     const history = chatHistory(input.messages);
     const calling = input.functionCalling;
-    const promptTokens = this.countPromptTokens(input.messages, calling?.functions);
+    const tokens = input.promptTokens ?? this.promptTokens(input.messages, calling?.functions);
+    const promptTokens = tokens.length;
     const room = this.info.contextSize - promptTokens - 1;
     if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
     const maxTokens = Math.min(input.maxTokens ?? room, room);
+    input.signal.throwIfAborted();
+    // The sequence keeps its state between completions: LlamaChat evaluates only the tokens after
+    // the prefix it shares with the prompt. A saved state may bring a longer prefix back.
+    const restoredTokens = this.states ? (await this.states.prepare(sequence, tokens)).restored : 0;
+    const cachedTokens = this.cachedPrefix(slot, tokens);
     input.signal.throwIfAborted();
     const chat = new this.lib.LlamaChat({
       contextSequence: sequence,
@@ -342,6 +376,8 @@ export class Engine {
         calls,
         promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
+        cachedTokens,
+        restoredTokens: Math.min(restoredTokens, cachedTokens),
       };
     } finally {
       this.generating--;
@@ -353,6 +389,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.states?.dispose();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
@@ -377,6 +414,18 @@ export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
     };
   };
   return forced;
+}
+
+/** The saved-state cache the options ask for; null when off or when its directory is unusable. */
+function openStateCache(options: EngineOptions): StateCache | null {
+  const c = options.stateCache;
+  if (!c || c.maxBytes <= 0) return null;
+  try {
+    return new StateCache(c.dir, c.maxBytes, options.logger);
+  } catch (err) {
+    options.logger.warn('saved-state cache off: its directory is unusable', { dir: c.dir, error: oneLine(err) });
+    return null;
+  }
 }
 
 function oneLine(err: unknown): string {
