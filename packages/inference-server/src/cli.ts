@@ -105,7 +105,7 @@ program
   .addOption(
     opt(
       '--batch-threads <n>',
-      `CPU threads when completions x model size reach 512 MiB per step (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
+      `CPU threads for a batch whose tokens x model size reach 512 MiB (a prompt; several completions) (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
     ).argParser(int(1)),
   )
   .addOption(

@@ -19,6 +19,7 @@ import type {
   LlamaModel,
   Token,
 } from 'node-llama-cpp';
+import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
 import { type CompletionMessage, chatHistory } from './history.js';
@@ -122,18 +123,11 @@ export function lowerWorkerThreadPriority(nice = 10): number {
   return n;
 }
 
-/** Internals of node-llama-cpp 3.22 that adaptive threads use; checked before use. */
-interface ContextInternals {
-  _ctx?: { setThreads?: (threads: number) => void };
-}
-
-/** Completions x model bytes from which a step is worth --batch-threads (see load()). */
+/** Tokens of a batch x model bytes from which a step is worth --batch-threads (see load()). */
 export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
 
 export class Engine {
   private disposed = false;
-  /** Completions generating now (adaptive threads). */
-  private generating = 0;
   /** Compiled JSON-schema grammars, one per distinct schema. */
   private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
     // The schema was checked (schema.ts) for what the grammar enforces.
@@ -228,29 +222,15 @@ export class Engine {
         adaptiveThreads: false,
         chatWrapper: chatWrapper.wrapperName,
       });
-      // Adaptive threads: a step of a small model is too little work to divide (measured on a
-      // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
-      // the tiny one), while several completions of a large enough model share a batch that
-      // divides well (4 completions of the 100 M model: 2 threads 1.3x faster). So: --threads,
-      // and --batch-threads when completions x model size reach BATCH_WORK_BYTES.
-      // node-llama-cpp sets the threads before every batch; that call picks the count.
+      // Adaptive threads (adaptive-threads.ts): --threads for light steps, --batch-threads when
+      // the tokens of a batch x model size reach BATCH_WORK_BYTES (a prompt; several completions).
       if (options.batchThreads !== options.threads) {
-        const native = (context as unknown as ContextInternals)._ctx;
-        const set = native?.setThreads;
-        if (native && typeof set === 'function') {
-          try {
-            // The addon's method is read-only on its prototype: define one on the instance.
-            Object.defineProperty(native, 'setThreads', {
-              configurable: true,
-              writable: true,
-              value: (_n: number) => set.call(native, engine.threadsForLoad()),
-            });
-            adaptive = true;
-          } catch (err) {
-            logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
-          }
-        } else {
-          logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        try {
+          adaptive = installAdaptiveThreads(context, (tokens) => engine.threadsForLoad(tokens));
+          if (!adaptive)
+            logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        } catch (err) {
+          logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
         }
       }
       engine.info = { ...engine.info, adaptiveThreads: adaptive };
@@ -264,9 +244,9 @@ export class Engine {
     }
   }
 
-  /** Threads for the next batch: --batch-threads when the work per step is large enough. */
-  threadsForLoad(): number {
-    const work = Math.max(1, this.generating) * this.model.size;
+  /** Threads for a batch of `tokens`: --batch-threads when its work is large enough. */
+  threadsForLoad(tokens: number): number {
+    const work = Math.max(1, tokens) * this.model.size;
     return work >= BATCH_WORK_BYTES ? this.info.batchThreads : this.info.threads;
   }
 
@@ -327,7 +307,6 @@ export class Engine {
       chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
     });
     let completionTokens = 0;
-    this.generating++;
     try {
       const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
       const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
@@ -380,7 +359,6 @@ export class Engine {
         restoredTokens: Math.min(restoredTokens, cachedTokens),
       };
     } finally {
-      this.generating--;
       chat.dispose({ disposeSequence: false });
     }
   }

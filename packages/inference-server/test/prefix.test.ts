@@ -9,6 +9,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import type OpenAI from 'openai';
+import { installAdaptiveThreads } from '../src/adaptive-threads.js';
 import { chooseSlot, commonPrefix, isPrefixHit, Scheduler, type SlotView } from '../src/index.js';
 import { openaiClient, readLines, request, serveTiny, tinyModel, tmpDir, waitHealthy } from './helpers.js';
 
@@ -51,6 +52,46 @@ describe('slot choice', () => {
     s.release(0);
     s.release(2);
     expect(await s.acquire(never)).toBe(1);
+  });
+});
+
+describe('threads during prompt evaluation', () => {
+  it('each batch gets the threads its token count asks for (a prompt: --batch-threads; one step: --threads)', () => {
+    const calls: string[] = [];
+    class Native {
+      initBatch(size: number) {
+        calls.push(`init ${size}`);
+      }
+      addToBatch(seq: number, _first: number, tokens: Uint32Array) {
+        calls.push(`add ${seq} ${tokens.length}`);
+        return new Uint32Array(0);
+      }
+      setThreads(n: number) {
+        calls.push(`threads ${n}`);
+      }
+    }
+    const native = new Native();
+    const picked: number[] = [];
+    const ok = installAdaptiveThreads({ _ctx: native } as never, (tokens) => {
+      picked.push(tokens);
+      return tokens >= 3 ? 2 : 1;
+    });
+    expect(ok).toBe(true);
+    // A prompt of 300 tokens, then one generated token, then two sequences' steps.
+    native.initBatch(512);
+    native.addToBatch(0, 0, new Uint32Array(300));
+    native.setThreads(1);
+    native.initBatch(512);
+    native.addToBatch(0, 300, new Uint32Array(1));
+    native.setThreads(1);
+    native.initBatch(512);
+    native.addToBatch(0, 301, new Uint32Array(1));
+    native.addToBatch(1, 40, new Uint32Array(1));
+    native.setThreads(1);
+    expect(picked).toEqual([300, 1, 2]);
+    expect(calls.filter((c) => c.startsWith('threads'))).toEqual(['threads 2', 'threads 1', 'threads 1']);
+    expect(calls).toContain('add 1 1');
+    expect(installAdaptiveThreads({ _ctx: {} } as never, () => 1)).toBe(false);
   });
 });
 
