@@ -5,8 +5,9 @@
  * the slot a request gets when a saved state shares a longer prefix with its prompt than the
  * slot's own. States are files written by node-llama-cpp (`saveStateToFile`, the sequence's KV
  * cells and tokens) in a private directory, on a RAM file system where there is one (/dev/shm);
- * their total size never exceeds the bound once a save has finished (the oldest go first), and
- * a save is skipped when its estimated size alone exceeds it. The directory is removed at close;
+ * before a save, the oldest are dropped to leave room for it (its size estimated from the states
+ * saved before: bytes per token), and after it, until the total is within the bound again (the
+ * new state itself last); one save at a time. The directory is removed at close;
  * directories left by a process that died are removed at the next start.
  */
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -53,6 +54,8 @@ export class StateCache {
   private clock = 0;
   private bytesPerToken = 0;
   private failing = false;
+  /** One prepare at a time: the bound holds with saves in flight, and a state is restored once. */
+  private queue: Promise<unknown> = Promise.resolve();
   total = 0;
   saves = 0;
   restores = 0;
@@ -90,7 +93,13 @@ export class StateCache {
    * first when the request would erase enough of it. Failures are logged once per episode and
    * leave the sequence usable (empty at worst): the request is then evaluated cold.
    */
-  async prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<PrepareResult> {
+  prepare(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<PrepareResult> {
+    const run = this.queue.then(() => this.prepareNow(sequence, tokens));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async prepareNow(sequence: LlamaContextSequence, tokens: readonly Token[]): Promise<PrepareResult> {
     const held = sequence.contextTokens;
     const matched = commonPrefix(held, tokens);
     const found = this.best(tokens);
