@@ -105,13 +105,21 @@ program
   .addOption(
     opt(
       '--batch-threads <n>',
-      `CPU threads when completions x model size reach 512 MiB per step (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
+      `CPU threads for a batch whose tokens x model size reach 512 MiB (a prompt; several completions) (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
     ).argParser(int(1)),
   )
   .addOption(
     opt('--parallel <n>', 'completions generated at the same time (context sequences)')
       .argParser(int(1))
       .default(DEFAULTS.parallel),
+  )
+  .addOption(
+    opt('--state-cache-mib <n>', 'bound of the saved states of conversations evicted from their slot, MiB; 0: off')
+      .argParser(int(0))
+      .default(DEFAULTS.stateCacheMib),
+  )
+  .addOption(
+    opt('--state-cache-dir <dir>', 'where saved states are written (default: /dev/shm if present, else the temp dir)'),
   )
   .addOption(opt('--context-size <n>', "tokens per sequence (default: the model's, at most 4096)").argParser(int(16)))
   .addOption(
@@ -200,6 +208,8 @@ program
         ...(o.threads !== undefined ? { threads: o.threads } : {}),
         ...(o.batchThreads !== undefined ? { batchThreads: o.batchThreads } : {}),
         workerNice: o.workerNice,
+        stateCacheMib: o.stateCacheMib,
+        ...(o.stateCacheDir !== undefined ? { stateCacheDir: o.stateCacheDir } : {}),
         parallel: o.parallel,
         contextSize: o.contextSize ?? null,
         maxQueue: o.maxQueue,

@@ -124,6 +124,7 @@ export async function serveCompletion(
   const created = Math.floor(Date.now() / 1000);
   let streaming = false;
   let promptTokens = 0;
+  let cachedTokens = 0;
   let completionTokens = 0;
   let lastWrite = Date.now();
   const write = (text: string) => {
@@ -138,7 +139,9 @@ export async function serveCompletion(
   let keepAlive: NodeJS.Timeout | undefined;
   try {
     const constraints = await constraintsFor(eng, body);
-    const held = await scheduler.acquire(ac.signal);
+    // The prompt's tokens choose the slot (the longest shared prefix) and are evaluated there.
+    const tokens = eng.promptTokens(body.messages, constraints.functionCalling?.functions);
+    const held = await scheduler.acquire(ac.signal, (slot) => eng.cachedPrefix(slot, tokens), tokens.length);
     if (ac.signal.aborted) {
       scheduler.release(held);
       throw ac.signal.reason;
@@ -180,6 +183,7 @@ export async function serveCompletion(
           frequencyPenalty: body.frequencyPenalty,
           presencePenalty: body.presencePenalty,
           signal: ac.signal,
+          promptTokens: tokens,
           ...constraints,
           onTokens: (count: number) => {
             if (!firstToken) {
@@ -200,6 +204,11 @@ export async function serveCompletion(
         generated += out.completionTokens;
         completionTokens = generated;
         promptTokens = out.promptTokens;
+        // The prompt is counted once (as OpenAI does), with what its first evaluation reused.
+        if (i === 0) {
+          cachedTokens = out.cachedTokens;
+          ctx.metrics.prompt(out.promptTokens, out.cachedTokens, out.restoredTokens);
+        }
         const toolCalls = out.calls.map((c, k) => ({
           id: calls.ids[k] ?? toolCallId(),
           type: 'function' as const,
@@ -217,7 +226,7 @@ export async function serveCompletion(
       () => scheduler.release(held),
     );
     const choices = await Promise.race([generation, aborted]);
-    const u = usage(promptTokens, completionTokens);
+    const u = usage(promptTokens, completionTokens, cachedTokens);
     ctx.metrics.tokens(promptTokens, completionTokens);
     if (streaming) {
       if (body.includeUsage) writeEvent(usageChunk(id, created, body.model, u));
@@ -237,6 +246,7 @@ export async function serveCompletion(
         stream: body.stream,
         finish_reason: finish,
         prompt_tokens: promptTokens,
+        cached_tokens: cachedTokens,
         completion_tokens: completionTokens,
         tokens: promptTokens + completionTokens,
       },

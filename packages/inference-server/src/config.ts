@@ -5,6 +5,7 @@ import { type HostPort, INFERENCE_HTTP, INFERENCE_MTLS, isLoopbackHost } from '@
 import { canonicalOrigin } from './browser.js';
 import { ConfigError } from './errors.js';
 import type { Logger } from './logger.js';
+import { defaultStateDir } from './state-cache.js';
 
 export type GpuChoice = 'auto' | 'off' | 'metal' | 'cuda' | 'vulkan';
 export const GPU_CHOICES: readonly GpuChoice[] = ['auto', 'off', 'metal', 'cuda', 'vulkan'];
@@ -52,6 +53,10 @@ export interface ServerConfig {
   readonly maxN: number;
   /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
   readonly sseKeepAliveMs: number;
+  /** Bound of the saved-state cache (states of conversations evicted from their slot), MiB; 0: off. */
+  readonly stateCacheMib: number;
+  /** Where saved states are written (a private directory is made in it). */
+  readonly stateCacheDir: string;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Unix seconds shown as `created` in the model list. */
@@ -76,6 +81,7 @@ export const DEFAULTS = {
   workerNice: 0,
   maxN: 4,
   sseKeepAliveMs: 5_000,
+  stateCacheMib: 1024,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
 } as const;
@@ -208,6 +214,8 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     allowNonLoopback,
     allowOrigins: [...new Set(allowOrigins)],
     workerNice: positive('worker-nice', options.workerNice, 0, DEFAULTS.workerNice),
+    stateCacheMib: positive('state-cache-mib', options.stateCacheMib, 0, DEFAULTS.stateCacheMib),
+    stateCacheDir: options.stateCacheDir ?? defaultStateDir(),
     apiKeyFile: options.apiKeyFile ?? null,
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),

@@ -17,13 +17,16 @@ import type {
   LlamaContextSequence,
   LlamaGrammar,
   LlamaModel,
+  Token,
 } from 'node-llama-cpp';
+import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
 import { GrammarCache } from './schema.js';
+import { StateCache } from './state-cache.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
 
@@ -39,6 +42,8 @@ export interface EngineOptions {
   readonly contextSize: number | null;
   readonly maxDefaultContextSize: number;
   readonly logger: Logger;
+  /** The saved-state cache (state-cache.ts): its directory and bound; null or 0 bytes: none. */
+  readonly stateCache?: { readonly dir: string; readonly maxBytes: number } | null;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
 }
@@ -75,6 +80,8 @@ export interface CompletionInput extends CompletionSettings {
   readonly onText?: (text: string) => void;
   /** Tokens generated so far, after each step. */
   readonly onTokens?: (count: number) => void;
+  /** The prompt's tokens when the caller has them already (`promptTokens()` of the same input). */
+  readonly promptTokens?: readonly Token[];
 }
 
 export interface CompletionOutput {
@@ -84,6 +91,10 @@ export interface CompletionOutput {
   readonly calls: readonly { readonly name: string; readonly arguments: string }[];
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Prompt tokens not evaluated again: the sequence held them (or a saved state restored them). */
+  readonly cachedTokens: number;
+  /** Of those, the tokens a saved state restored. */
+  readonly restoredTokens: number;
 }
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -112,18 +123,11 @@ export function lowerWorkerThreadPriority(nice = 10): number {
   return n;
 }
 
-/** Internals of node-llama-cpp 3.22 that adaptive threads use; checked before use. */
-interface ContextInternals {
-  _ctx?: { setThreads?: (threads: number) => void };
-}
-
-/** Completions x model bytes from which a step is worth --batch-threads (see load()). */
+/** Tokens of a batch x model bytes from which a step is worth --batch-threads (see load()). */
 export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
 
 export class Engine {
   private disposed = false;
-  /** Completions generating now (adaptive threads). */
-  private generating = 0;
   /** Compiled JSON-schema grammars, one per distinct schema. */
   private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
     // The schema was checked (schema.ts) for what the grammar enforces.
@@ -137,6 +141,8 @@ export class Engine {
     private readonly context: LlamaContext,
     private readonly sequences: readonly LlamaContextSequence[],
     private readonly chatWrapper: ChatWrapper,
+    /** Saved states of evicted conversations; null: off. */
+    readonly states: StateCache | null,
     public info: {
       readonly contextSize: number;
       readonly trainContextSize: number;
@@ -207,7 +213,7 @@ export class Engine {
       // Resolving the chat wrapper renders the model's template against the known ones: it takes
       // a few hundred milliseconds of the event loop, so it happens once, here.
       const chatWrapper = lib.resolveChatWrapper(model);
-      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, {
+      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, openStateCache(options), {
         contextSize: context.contextSize,
         trainContextSize,
         gpu: llama.gpu,
@@ -216,29 +222,15 @@ export class Engine {
         adaptiveThreads: false,
         chatWrapper: chatWrapper.wrapperName,
       });
-      // Adaptive threads: a step of a small model is too little work to divide (measured on a
-      // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
-      // the tiny one), while several completions of a large enough model share a batch that
-      // divides well (4 completions of the 100 M model: 2 threads 1.3x faster). So: --threads,
-      // and --batch-threads when completions x model size reach BATCH_WORK_BYTES.
-      // node-llama-cpp sets the threads before every batch; that call picks the count.
+      // Adaptive threads (adaptive-threads.ts): --threads for light steps, --batch-threads when
+      // the tokens of a batch x model size reach BATCH_WORK_BYTES (a prompt; several completions).
       if (options.batchThreads !== options.threads) {
-        const native = (context as unknown as ContextInternals)._ctx;
-        const set = native?.setThreads;
-        if (native && typeof set === 'function') {
-          try {
-            // The addon's method is read-only on its prototype: define one on the instance.
-            Object.defineProperty(native, 'setThreads', {
-              configurable: true,
-              writable: true,
-              value: (_n: number) => set.call(native, engine.threadsForLoad()),
-            });
-            adaptive = true;
-          } catch (err) {
-            logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
-          }
-        } else {
-          logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        try {
+          adaptive = installAdaptiveThreads(context, (tokens) => engine.threadsForLoad(tokens));
+          if (!adaptive)
+            logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        } catch (err) {
+          logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
         }
       }
       engine.info = { ...engine.info, adaptiveThreads: adaptive };
@@ -252,9 +244,9 @@ export class Engine {
     }
   }
 
-  /** Threads for the next batch: --batch-threads when the work per step is large enough. */
-  threadsForLoad(): number {
-    const work = Math.max(1, this.generating) * this.model.size;
+  /** Threads for a batch of `tokens`: --batch-threads when its work is large enough. */
+  threadsForLoad(tokens: number): number {
+    const work = Math.max(1, tokens) * this.model.size;
     return work >= BATCH_WORK_BYTES ? this.info.batchThreads : this.info.threads;
   }
 
@@ -267,13 +259,29 @@ export class Engine {
     return this.grammars.get(schema);
   }
 
-  /** Prompt tokens of the messages as this model's chat template renders them. */
-  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+  /** The prompt's tokens as this model's chat template renders the messages (what LlamaChat evaluates). */
+  promptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): Token[] {
     const state = this.chatWrapper.generateContextState({
       chatHistory: chatHistory(messages),
       ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}),
     });
-    return state.contextText.tokenize(this.model.tokenizer).length;
+    return state.contextText.tokenize(this.model.tokenizer);
+  }
+
+  /** Prompt tokens of the messages as this model's chat template renders them. */
+  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+    return this.promptTokens(messages, functions).length;
+  }
+
+  /**
+   * Tokens of `tokens` that sequence `slot` holds already (its state starts with them), at most
+   * all but the last (a completion evaluates at least one token). What the scheduler's slot
+   * choice compares; read while the slot is free, so no generation changes it meanwhile.
+   */
+  cachedPrefix(slot: number, tokens: readonly Token[]): number {
+    const sequence = this.sequences[slot];
+    if (!sequence || tokens.length === 0) return 0;
+    return Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
   }
 
   /** Generates a completion on sequence `slot` (which the caller holds exclusively). */
@@ -283,17 +291,22 @@ export class Engine {
     if (!sequence) throw new Error(`no sequence ${slot}`);
     const history = chatHistory(input.messages);
     const calling = input.functionCalling;
-    const promptTokens = this.countPromptTokens(input.messages, calling?.functions);
+    const tokens = input.promptTokens ?? this.promptTokens(input.messages, calling?.functions);
+    const promptTokens = tokens.length;
     const room = this.info.contextSize - promptTokens - 1;
     if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
     const maxTokens = Math.min(input.maxTokens ?? room, room);
+    input.signal.throwIfAborted();
+    // The sequence keeps its state between completions: LlamaChat evaluates only the tokens after
+    // the prefix it shares with the prompt. A saved state may bring a longer prefix back.
+    const restoredTokens = this.states ? (await this.states.prepare(sequence, tokens)).restored : 0;
+    const cachedTokens = this.cachedPrefix(slot, tokens);
     input.signal.throwIfAborted();
     const chat = new this.lib.LlamaChat({
       contextSequence: sequence,
       chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
     });
     let completionTokens = 0;
-    this.generating++;
     try {
       const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
       const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
@@ -342,9 +355,10 @@ export class Engine {
         calls,
         promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
+        cachedTokens,
+        restoredTokens: Math.min(restoredTokens, cachedTokens),
       };
     } finally {
-      this.generating--;
       chat.dispose({ disposeSequence: false });
     }
   }
@@ -353,6 +367,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.states?.dispose();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
@@ -377,6 +392,18 @@ export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
     };
   };
   return forced;
+}
+
+/** The saved-state cache the options ask for; null when off or when its directory is unusable. */
+function openStateCache(options: EngineOptions): StateCache | null {
+  const c = options.stateCache;
+  if (!c || c.maxBytes <= 0) return null;
+  try {
+    return new StateCache(c.dir, c.maxBytes, options.logger);
+  } catch (err) {
+    options.logger.warn('saved-state cache off: its directory is unusable', { dir: c.dir, error: oneLine(err) });
+    return null;
+  }
 }
 
 function oneLine(err: unknown): string {

@@ -111,6 +111,7 @@ export function createHandler(
         queued: scheduler.waiting,
         busy: scheduler.active,
         sequences: scheduler.slots,
+        stateCache: ctx.engine()?.states ?? null,
       });
       res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
       res.end(req.method === 'HEAD' ? undefined : text);

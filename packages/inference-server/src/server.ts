@@ -118,6 +118,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     parallel: config.parallel,
     contextSize: config.contextSize,
     maxDefaultContextSize: DEFAULTS.maxDefaultContextSize,
+    stateCache: { dir: config.stateCacheDir, maxBytes: config.stateCacheMib * 1024 * 1024 },
     logger,
     signal: loadAbort.signal,
   }).then(
@@ -140,6 +141,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
         workerThreadsLowered: lowered,
         parallel: config.parallel,
         chatWrapper: e.info.chatWrapper,
+        stateCacheMib: e.states ? config.stateCacheMib : 0,
       });
     },
     (err: Error) => {
