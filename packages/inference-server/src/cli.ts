@@ -62,6 +62,26 @@ async function failServe(err: unknown, logger: Logger): Promise<never> {
   throw err;
 }
 
+/**
+ * A fault outside any request (a request's own is answered by its last resort, last-resort.ts):
+ * the state of the process is unknown, so it logs one clear line, says it on stderr too (the log
+ * may be a file) and exits 1 for its supervisor to restart it.
+ */
+function exitOnFatal(logger: Logger): void {
+  const fatal = (kind: string) => (err: unknown) => {
+    const text = (err instanceof Error ? (err.stack ?? err.message) : String(err)).split('\n').slice(0, 4).join(' | ');
+    try {
+      logger.error(`fatal ${kind}: exiting`, { error: text });
+    } catch {
+      // the logger itself failed; stderr below still says it
+    }
+    process.stderr.write(`${BIN}: fatal ${kind}, exiting: ${text}\n`);
+    process.exit(ExitCode.FAILURE);
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled rejection'));
+}
+
 const program = new Command(BIN)
   .description(
     'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
@@ -166,6 +186,7 @@ program
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .action(async (o, cmd: Command) => {
     const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    exitOnFatal(logger);
     const graceMs = Math.round((o.shutdownGrace as number) * 1000);
     let stopping = false;
     let started!: { resolve(s: ServerHandle): void; reject(err: unknown): void };
