@@ -15,6 +15,7 @@ import {
   WEIGHT_TYPES,
   type WeightType,
 } from './gguf/index.js';
+import { DEFAULT_INPUT_LIMITS } from './limits.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './logger.js';
 import { createManifest, generateSigningKey, writeManifest } from './manifest.js';
 import { type ServerHandle, start } from './server.js';
@@ -178,6 +179,31 @@ program
     opt('--max-n <n>', 'most choices (n) one completion request may ask for').argParser(int(1)).default(DEFAULTS.maxN),
   )
   .addOption(
+    opt('--grammar-timeout <s>', 'a JSON-schema or tools grammar not built within this is refused (400)')
+      .argParser(seconds(0.001))
+      .default(DEFAULTS.grammarTimeoutMs / 1000),
+  )
+  .addOption(
+    opt('--grammar-memory <MiB>', 'heap of the grammar worker; a grammar that needs more is refused (400)')
+      .argParser(int(16))
+      .default(DEFAULTS.grammarMemoryMb),
+  )
+  .addOption(
+    opt('--max-schema-branches <n>', 'anyOf/oneOf alternatives a schema may have once its $refs are expanded')
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxSchemaBranches),
+  )
+  .addOption(
+    opt('--max-schema-bytes <n>', "bytes of one JSON schema (response_format, or one tool's parameters)")
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxSchemaBytes),
+  )
+  .addOption(
+    opt('--max-enum-values <n>', 'enum values a schema may have, all its enums together')
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxEnumValues),
+  )
+  .addOption(
     opt('--sse-keepalive <s>', 'a stream silent this long (a long prompt) gets an SSE comment; 0: never')
       .argParser(seconds(0))
       .default(DEFAULTS.sseKeepAliveMs / 1000),
@@ -234,6 +260,13 @@ program
         allowOrigins: list(cmd, 'allowOrigin'),
         apiKeyFile: o.apiKeyFile ?? null,
         maxN: o.maxN,
+        grammarTimeoutMs: Math.round((o.grammarTimeout as number) * 1000),
+        grammarMemoryMb: o.grammarMemory,
+        inputLimits: {
+          maxSchemaBranches: o.maxSchemaBranches,
+          maxEnumValues: o.maxEnumValues,
+          maxSchemaBytes: o.maxSchemaBytes,
+        },
         sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
         logger,
       });

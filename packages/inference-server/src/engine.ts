@@ -20,8 +20,10 @@ import type {
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
+import { type GrammarBudget, GrammarBuilder } from './grammar-builder.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
+import { schemaTooComplex } from './limits.js';
 import type { Logger } from './logger.js';
 import { GrammarCache } from './schema.js';
 
@@ -41,7 +43,14 @@ export interface EngineOptions {
   readonly logger: Logger;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
+  /** The grammar worker's budget, and the bytes the grammar cache keeps. */
+  readonly grammar?: GrammarBudget & { readonly cacheBytes: number };
 }
+
+/** Grammar text longer than this is refused before llama.cpp parses it (on the event loop). */
+export const MAX_GRAMMAR_TEXT_BYTES = 2 * 1024 * 1024;
+
+const DEFAULT_GRAMMAR = { timeoutMs: 2_000, memoryMb: 256, maxWaiting: 64, cacheBytes: 16 * 1024 * 1024 };
 
 /** What a completion is asked: the conversation and the sampling settings. */
 export interface CompletionSettings {
@@ -124,11 +133,16 @@ export class Engine {
   private disposed = false;
   /** Completions generating now (adaptive threads). */
   private generating = 0;
-  /** Compiled JSON-schema grammars, one per distinct schema. */
-  private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
-    // The schema was checked (schema.ts) for what the grammar enforces.
-    this.llama.createGrammarForJsonSchema(schema as never),
-  );
+  /** Grammar text is built off the event loop, within a budget (grammar-builder.ts). */
+  private readonly builder: GrammarBuilder;
+  /**
+   * Compiled JSON-schema grammars, one per distinct schema (checked by schema.ts for what the
+   * grammar enforces): the text from the worker, parsed by llama.cpp here (fast: milliseconds
+   * for a megabyte of text, measured), bounded in bytes.
+   */
+  private readonly grammars: GrammarCache<LlamaGrammar>;
+  /** Tools lists whose grammars and documentation the worker built in time. */
+  private readonly toolChecks: GrammarCache<true>;
 
   private constructor(
     private readonly lib: NodeLlamaCpp,
@@ -146,7 +160,37 @@ export class Engine {
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
     },
-  ) {}
+    grammar: GrammarBudget & { readonly cacheBytes: number },
+    logger: Logger,
+  ) {
+    this.builder = new GrammarBuilder(grammar, logger);
+    this.builder.warm();
+    this.grammars = new GrammarCache<LlamaGrammar>(
+      async (schema, param) => {
+        const text = await this.builder.build({ kind: 'schema', schema }, param);
+        if (text.length > MAX_GRAMMAR_TEXT_BYTES) {
+          throw schemaTooComplex(param, `its grammar is ${text.length} bytes; at most ${MAX_GRAMMAR_TEXT_BYTES}`);
+        }
+        return this.llama.createGrammar({
+          grammar: text,
+          // As node-llama-cpp's JSON-schema grammar.
+          stopGenerationTriggers: [this.lib.LlamaText('\n'.repeat(4))],
+          trimWhitespaceSuffix: true,
+        });
+      },
+      64,
+      grammar.cacheBytes,
+      (g) => g.grammar.length,
+    );
+    this.toolChecks = new GrammarCache<true>(
+      async (functions, param) => {
+        await this.builder.build({ kind: 'tools', functions }, param);
+        return true;
+      },
+      64,
+      grammar.cacheBytes,
+    );
+  }
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
   static async load(options: EngineOptions): Promise<Engine> {
@@ -207,15 +251,25 @@ export class Engine {
       // Resolving the chat wrapper renders the model's template against the known ones: it takes
       // a few hundred milliseconds of the event loop, so it happens once, here.
       const chatWrapper = lib.resolveChatWrapper(model);
-      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, {
-        contextSize: context.contextSize,
-        trainContextSize,
-        gpu: llama.gpu,
-        threads: options.threads,
-        batchThreads: options.batchThreads,
-        adaptiveThreads: false,
-        chatWrapper: chatWrapper.wrapperName,
-      });
+      const engine = new Engine(
+        lib,
+        llama,
+        model,
+        context,
+        sequences,
+        chatWrapper,
+        {
+          contextSize: context.contextSize,
+          trainContextSize,
+          gpu: llama.gpu,
+          threads: options.threads,
+          batchThreads: options.batchThreads,
+          adaptiveThreads: false,
+          chatWrapper: chatWrapper.wrapperName,
+        },
+        options.grammar ?? DEFAULT_GRAMMAR,
+        logger,
+      );
       // Adaptive threads: a step of a small model is too little work to divide (measured on a
       // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
       // the tiny one), while several completions of a large enough model share a batch that
@@ -262,9 +316,20 @@ export class Engine {
     return this.sequences.length;
   }
 
-  /** A compiled grammar for a JSON schema (structured output), from a bounded cache. */
-  grammarFor(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    return this.grammars.get(schema);
+  /**
+   * A compiled grammar for a JSON schema (structured output), from a bounded cache. Rejects with
+   * ApiError 400 naming `param` for a schema too complex or refused, 429 when the worker is full.
+   */
+  grammarFor(schema: Record<string, unknown>, param = 'response_format'): Promise<LlamaGrammar> {
+    return this.grammars.get(schema, param);
+  }
+
+  /**
+   * Resolves once the grammars and documentation node-llama-cpp builds for these functions during
+   * generation (on the event loop) were built in the worker within the budget; rejects as grammarFor.
+   */
+  async checkFunctions(functions: ChatModelFunctions, param = 'tools'): Promise<void> {
+    await this.toolChecks.get(functions as Record<string, unknown>, param);
   }
 
   /** Prompt tokens of the messages as this model's chat template renders them. */
@@ -353,6 +418,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    await this.builder.close();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});

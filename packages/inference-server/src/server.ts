@@ -120,6 +120,12 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     maxDefaultContextSize: DEFAULTS.maxDefaultContextSize,
     logger,
     signal: loadAbort.signal,
+    grammar: {
+      timeoutMs: config.grammarTimeoutMs,
+      memoryMb: config.grammarMemoryMb,
+      maxWaiting: config.maxQueue + config.parallel,
+      cacheBytes: config.grammarCacheBytes,
+    },
   }).then(
     async (e) => {
       if (state !== 'loading') {
