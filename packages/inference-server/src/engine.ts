@@ -20,12 +20,10 @@ import type {
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
-import { type GrammarBudget, GrammarBuilder } from './grammar-builder.js';
+import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
-import { schemaTooComplex } from './limits.js';
 import type { Logger } from './logger.js';
-import { GrammarCache } from './schema.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
 
@@ -44,13 +42,8 @@ export interface EngineOptions {
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
   /** The grammar worker's budget, and the bytes the grammar cache keeps. */
-  readonly grammar?: GrammarBudget & { readonly cacheBytes: number };
+  readonly grammar?: GrammarOptions;
 }
-
-/** Grammar text longer than this is refused before llama.cpp parses it (on the event loop). */
-export const MAX_GRAMMAR_TEXT_BYTES = 2 * 1024 * 1024;
-
-const DEFAULT_GRAMMAR = { timeoutMs: 2_000, memoryMb: 256, maxWaiting: 64, cacheBytes: 16 * 1024 * 1024 };
 
 /** What a completion is asked: the conversation and the sampling settings. */
 export interface CompletionSettings {
@@ -133,17 +126,6 @@ export class Engine {
   private disposed = false;
   /** Completions generating now (adaptive threads). */
   private generating = 0;
-  /** Grammar text is built off the event loop, within a budget (grammar-builder.ts). */
-  private readonly builder: GrammarBuilder;
-  /**
-   * Compiled JSON-schema grammars, one per distinct schema (checked by schema.ts for what the
-   * grammar enforces): the text from the worker, parsed by llama.cpp here (fast: milliseconds
-   * for a megabyte of text, measured), bounded in bytes.
-   */
-  private readonly grammars: GrammarCache<LlamaGrammar>;
-  /** Tools lists whose grammars and documentation the worker built in time. */
-  private readonly toolChecks: GrammarCache<true>;
-
   private constructor(
     private readonly lib: NodeLlamaCpp,
     private readonly llama: Llama,
@@ -160,37 +142,9 @@ export class Engine {
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
     },
-    grammar: GrammarBudget & { readonly cacheBytes: number },
-    logger: Logger,
-  ) {
-    this.builder = new GrammarBuilder(grammar, logger);
-    this.builder.warm();
-    this.grammars = new GrammarCache<LlamaGrammar>(
-      async (schema, param) => {
-        const text = await this.builder.build({ kind: 'schema', schema }, param);
-        if (text.length > MAX_GRAMMAR_TEXT_BYTES) {
-          throw schemaTooComplex(param, `its grammar is ${text.length} bytes; at most ${MAX_GRAMMAR_TEXT_BYTES}`);
-        }
-        return this.llama.createGrammar({
-          grammar: text,
-          // As node-llama-cpp's JSON-schema grammar.
-          stopGenerationTriggers: [this.lib.LlamaText('\n'.repeat(4))],
-          trimWhitespaceSuffix: true,
-        });
-      },
-      64,
-      grammar.cacheBytes,
-      (g) => g.grammar.length,
-    );
-    this.toolChecks = new GrammarCache<true>(
-      async (functions, param) => {
-        await this.builder.build({ kind: 'tools', functions }, param);
-        return true;
-      },
-      64,
-      grammar.cacheBytes,
-    );
-  }
+    /** Schemas' grammars and tools lists, built off the event loop within a budget. */
+    private readonly grammars: Grammars,
+  ) {}
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
   static async load(options: EngineOptions): Promise<Engine> {
@@ -267,8 +221,7 @@ export class Engine {
           adaptiveThreads: false,
           chatWrapper: chatWrapper.wrapperName,
         },
-        options.grammar ?? DEFAULT_GRAMMAR,
-        logger,
+        new Grammars(llama, lib.LlamaText, options.grammar ?? DEFAULT_GRAMMAR_OPTIONS, logger),
       );
       // Adaptive threads: a step of a small model is too little work to divide (measured on a
       // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
@@ -321,7 +274,7 @@ export class Engine {
    * ApiError 400 naming `param` for a schema too complex or refused, 429 when the worker is full.
    */
   grammarFor(schema: Record<string, unknown>, param = 'response_format'): Promise<LlamaGrammar> {
-    return this.grammars.get(schema, param);
+    return this.grammars.forSchema(schema, param);
   }
 
   /**
@@ -329,7 +282,7 @@ export class Engine {
    * generation (on the event loop) were built in the worker within the budget; rejects as grammarFor.
    */
   async checkFunctions(functions: ChatModelFunctions, param = 'tools'): Promise<void> {
-    await this.toolChecks.get(functions as Record<string, unknown>, param);
+    await this.grammars.checkFunctions(functions as Record<string, unknown>, param);
   }
 
   /** Prompt tokens of the messages as this model's chat template renders them. */
@@ -418,7 +371,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    await this.builder.close();
+    await this.grammars.close();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
