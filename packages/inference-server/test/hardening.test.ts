@@ -223,6 +223,24 @@ describe('the grammar budget', () => {
     }
   });
 
+  it('refuses a grammar that needs more heap than --grammar-memory (400), and stays up', async () => {
+    const s = await serveTiny(tmp.model, [...raised.slice(0, -1), '30', '--grammar-memory', '16']);
+    try {
+      await waitHealthy(s.http!);
+      const r = await request(s.http!, {
+        body: JSON.stringify(withSchema(bigEnum(300_000))),
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(r.status).toBe(400);
+      expect(r.json()).toMatchObject({
+        error: { code: 'schema_too_complex', message: expect.stringContaining('--grammar-memory') },
+      });
+      expect((await request(s.http!, { method: 'GET', path: '/health' })).status).toBe(200);
+    } finally {
+      s.child.kill('SIGKILL');
+    }
+  });
+
   it('ends on SIGTERM within the grace while a grammar is being built', async () => {
     const s = await serveTiny(tmp.model, [
       ...raised.slice(0, -1),
