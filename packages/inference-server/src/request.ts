@@ -238,6 +238,7 @@ const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 function parseTools(body: ChatCompletionBody, limits: InputLimits): { tools: ToolSpec[]; toolChoice: ToolChoice } {
   const tools: ToolSpec[] = [];
   const names = new Set<string>();
+  // Too many tools: refused before any of them is walked.
   if ((body.tools?.length ?? 0) > limits.maxTools) checkTools(body.tools ?? [], limits);
   (body.tools ?? []).forEach((t, i) => {
     const param = `tools[${i}].function.name`;
