@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { ServerContext } from './context.js';
 import type { Engine, FunctionCalling } from './engine.js';
-import { EndReason } from './errors.js';
+import { ApiError, EndReason, QueueFullError } from './errors.js';
 import { chatFunctions } from './history.js';
 import { readBody, sendError, sendJson } from './http.js';
 import {
@@ -41,9 +41,13 @@ async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Con
   const { toolChoice, tools } = body;
   if (toolChoice !== 'none' && tools.length > 0) {
     const named = typeof toolChoice === 'object' ? tools.filter((t) => t.name === toolChoice.name) : tools;
+    const functions = chatFunctions(named);
+    // node-llama-cpp builds their grammars on the event loop while it generates: first in the
+    // worker, within the budget.
+    await eng.checkFunctions(functions);
     return {
       functionCalling: {
-        functions: chatFunctions(named),
+        functions,
         force: toolChoice !== 'auto',
         maxCalls: body.parallelToolCalls && typeof toolChoice !== 'object' ? Math.max(1, tools.length) : 1,
       },
@@ -52,10 +56,11 @@ async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Con
   const f = body.responseFormat;
   if (f.type === 'text') return {};
   const schema = f.type === 'json_object' ? { type: 'object', additionalProperties: true } : f.schema;
+  const param = f.type === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format';
   try {
-    return { grammar: await eng.grammarFor(schema) };
+    return { grammar: await eng.grammarFor(schema, param) };
   } catch (err) {
-    const param = f.type === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format';
+    if (err instanceof ApiError || err instanceof QueueFullError) throw err;
     throw invalid(`Invalid '${param}': ${(err as Error).message}`, param, 'unsupported_value');
   }
 }
@@ -69,7 +74,7 @@ async function readRequest(ctx: ServerContext, req: IncomingMessage): Promise<Co
   } catch {
     throw invalidJson();
   }
-  const body = parseCompletionRequest(parsed, { maxN: ctx.config.maxN });
+  const body = parseCompletionRequest(parsed, { maxN: ctx.config.maxN, input: ctx.config.inputLimits });
   if (!ctx.config.modelIds.includes(body.model)) throw modelNotFound(body.model);
   if (ctx.state() !== 'ready' || !ctx.engine()) throw ctx.state() === 'loading' ? modelLoading() : shuttingDown();
   return body;
@@ -138,7 +143,10 @@ export async function serveCompletion(
   // while gets an SSE comment, so that proxies and clients do not give up on it.
   let keepAlive: NodeJS.Timeout | undefined;
   try {
-    const constraints = await constraintsFor(eng, body);
+    // A grammar being built does not hold the request past its deadline, the client or the shutdown.
+    const building = constraintsFor(eng, body);
+    building.catch(() => {});
+    const constraints = await Promise.race([building, aborted]);
     // The prompt's tokens choose the slot (the longest shared prefix) and are evaluated there.
     const tokens = eng.promptTokens(body.messages, constraints.functionCalling?.functions);
     const held = await scheduler.acquire(ac.signal, (slot) => eng.cachedPrefix(slot, tokens), tokens.length);

@@ -22,10 +22,10 @@ import type {
 import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
+import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
-import { GrammarCache } from './schema.js';
 import { StateCache } from './state-cache.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
@@ -46,6 +46,8 @@ export interface EngineOptions {
   readonly stateCache?: { readonly dir: string; readonly maxBytes: number } | null;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
+  /** The grammar worker's budget, and the bytes the grammar cache keeps. */
+  readonly grammar?: GrammarOptions;
 }
 
 /** What a completion is asked: the conversation and the sampling settings. */
@@ -128,12 +130,6 @@ export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
 
 export class Engine {
   private disposed = false;
-  /** Compiled JSON-schema grammars, one per distinct schema. */
-  private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
-    // The schema was checked (schema.ts) for what the grammar enforces.
-    this.llama.createGrammarForJsonSchema(schema as never),
-  );
-
   private constructor(
     private readonly lib: NodeLlamaCpp,
     private readonly llama: Llama,
@@ -152,6 +148,8 @@ export class Engine {
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
     },
+    /** Schemas' grammars and tools lists, built off the event loop within a budget. */
+    private readonly grammars: Grammars,
   ) {}
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
@@ -213,15 +211,25 @@ export class Engine {
       // Resolving the chat wrapper renders the model's template against the known ones: it takes
       // a few hundred milliseconds of the event loop, so it happens once, here.
       const chatWrapper = lib.resolveChatWrapper(model);
-      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, openStateCache(options), {
-        contextSize: context.contextSize,
-        trainContextSize,
-        gpu: llama.gpu,
-        threads: options.threads,
-        batchThreads: options.batchThreads,
-        adaptiveThreads: false,
-        chatWrapper: chatWrapper.wrapperName,
-      });
+      const engine = new Engine(
+        lib,
+        llama,
+        model,
+        context,
+        sequences,
+        chatWrapper,
+        openStateCache(options),
+        {
+          contextSize: context.contextSize,
+          trainContextSize,
+          gpu: llama.gpu,
+          threads: options.threads,
+          batchThreads: options.batchThreads,
+          adaptiveThreads: false,
+          chatWrapper: chatWrapper.wrapperName,
+        },
+        new Grammars(llama, lib.LlamaText, options.grammar ?? DEFAULT_GRAMMAR_OPTIONS, logger),
+      );
       // Adaptive threads (adaptive-threads.ts): --threads for light steps, --batch-threads when
       // the tokens of a batch x model size reach BATCH_WORK_BYTES (a prompt; several completions).
       if (options.batchThreads !== options.threads) {
@@ -254,9 +262,20 @@ export class Engine {
     return this.sequences.length;
   }
 
-  /** A compiled grammar for a JSON schema (structured output), from a bounded cache. */
-  grammarFor(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    return this.grammars.get(schema);
+  /**
+   * A compiled grammar for a JSON schema (structured output), from a bounded cache. Rejects with
+   * ApiError 400 naming `param` for a schema too complex or refused, 429 when the worker is full.
+   */
+  grammarFor(schema: Record<string, unknown>, param = 'response_format'): Promise<LlamaGrammar> {
+    return this.grammars.forSchema(schema, param);
+  }
+
+  /**
+   * Resolves once the grammars and documentation node-llama-cpp builds for these functions during
+   * generation (on the event loop) were built in the worker within the budget; rejects as grammarFor.
+   */
+  async checkFunctions(functions: ChatModelFunctions, param = 'tools'): Promise<void> {
+    await this.grammars.checkFunctions(functions as Record<string, unknown>, param);
   }
 
   /** The prompt's tokens as this model's chat template renders the messages (what LlamaChat evaluates). */
@@ -368,6 +387,7 @@ export class Engine {
     if (this.disposed) return;
     this.disposed = true;
     this.states?.dispose();
+    await this.grammars.close();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});

@@ -7,6 +7,7 @@
 import { z } from '@vigil/shared-types';
 import type { CompletionMessage, CompletionSettings } from './engine.js';
 import { ApiError } from './errors.js';
+import { checkStop, checkTools, DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import { toGrammarSchema } from './schema.js';
 
 export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
@@ -44,6 +45,8 @@ export interface CompletionRequest extends CompletionSettings {
 /** What the server allows beyond the schema. */
 export interface RequestLimits {
   readonly maxN: number;
+  /** Stop strings, schemas, tools (limits.ts); default DEFAULT_INPUT_LIMITS. */
+  readonly input?: InputLimits;
 }
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -232,9 +235,11 @@ function messageText(m: ChatCompletionBody['messages'][number], i: number): stri
 /** OpenAI's rule for function names. */
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
-function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: ToolChoice } {
+function parseTools(body: ChatCompletionBody, limits: InputLimits): { tools: ToolSpec[]; toolChoice: ToolChoice } {
   const tools: ToolSpec[] = [];
   const names = new Set<string>();
+  // Too many tools: refused before any of them is walked.
+  if ((body.tools?.length ?? 0) > limits.maxTools) checkTools(body.tools ?? [], limits);
   (body.tools ?? []).forEach((t, i) => {
     const param = `tools[${i}].function.name`;
     const { name } = t.function;
@@ -249,9 +254,12 @@ function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: 
       throw invalid(`Invalid '${param}': the function ${name} is listed twice.`, param, 'invalid_value');
     names.add(name);
     const p = t.function.parameters;
-    const parameters = p && Object.keys(p).length > 0 ? toGrammarSchema(p, `tools[${i}].function.parameters`) : null;
+    const parameters =
+      p && Object.keys(p).length > 0 ? toGrammarSchema(p, `tools[${i}].function.parameters`, limits) : null;
     tools.push({ name, description: t.function.description ?? null, parameters });
   });
+  // After each tool's own checks: its schema's depth is bounded before the array is measured.
+  checkTools(body.tools ?? [], limits);
   const c = body.tool_choice;
   if (c !== null && c !== undefined && tools.length === 0) {
     throw invalid(
@@ -274,7 +282,7 @@ function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: 
   return { tools, toolChoice };
 }
 
-function parseResponseFormat(body: ChatCompletionBody): ResponseFormat {
+function parseResponseFormat(body: ChatCompletionBody, limits: InputLimits): ResponseFormat {
   const f = body.response_format;
   if (!f || f.type === 'text') return { type: 'text' };
   if (f.type === 'json_object') return { type: 'json_object' };
@@ -282,7 +290,11 @@ function parseResponseFormat(body: ChatCompletionBody): ResponseFormat {
   if (!('json_schema' in f) || !f.json_schema.schema) {
     throw invalid(`you must provide a ${param} parameter`, param, 'missing_required_parameter');
   }
-  return { type: 'json_schema', name: f.json_schema.name, schema: toGrammarSchema(f.json_schema.schema, param) };
+  return {
+    type: 'json_schema',
+    name: f.json_schema.name,
+    schema: toGrammarSchema(f.json_schema.schema, param, limits),
+  };
 }
 
 /** The conversation, with each tool message checked against the calls before it. */
@@ -333,8 +345,9 @@ export function parseCompletionRequest(raw: unknown, limits: RequestLimits = { m
     throw unsupported("'functions' (deprecated) is not supported: use 'tools'", 'functions');
   }
   if (body.logprobs === true) throw unsupported('logprobs are not supported', 'logprobs');
-  const { tools, toolChoice } = parseTools(body);
-  const responseFormat = parseResponseFormat(body);
+  const input = limits.input ?? DEFAULT_INPUT_LIMITS;
+  const { tools, toolChoice } = parseTools(body, input);
+  const responseFormat = parseResponseFormat(body, input);
   if (responseFormat.type !== 'text' && toolChoice !== 'none') {
     throw unsupported(
       "'response_format' other than text together with 'tools' is not supported, unless 'tool_choice' is \"none\"",
@@ -346,6 +359,7 @@ export function parseCompletionRequest(raw: unknown, limits: RequestLimits = { m
     throw invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
   }
   const stop = (typeof body.stop === 'string' ? [body.stop] : (body.stop ?? [])).filter((s) => s !== '');
+  checkStop(stop, input);
   return {
     model: body.model,
     messages: parseMessages(body),

@@ -10,6 +10,7 @@ import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
 import { serveCompletion } from './completion.js';
 import type { ServerContext } from './context.js';
 import { sendError, sendJson } from './http.js';
+import { decodePathPart, lastResort, requestPath } from './last-resort.js';
 import { METRICS_CONTENT_TYPE, METRICS_PATH } from './metrics.js';
 import {
   invalidApiKey,
@@ -52,14 +53,8 @@ export function createHandler(
   // The key guards the plain listener; an mTLS client's certificate is its credential.
   const apiKey = listener === 'http' ? config.apiKey : null;
 
-  return (req, res) => {
-    const startedNs = process.hrtime.bigint();
+  const route = (req: IncomingMessage, res: ServerResponse, startedNs: bigint, path: string) => {
     const done = (status: number) => ctx.access(req, listener, startedNs, status);
-    ctx.responses.open++;
-    res.once('close', () => {
-      ctx.responses.open--;
-    });
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (bound && !hostAllowed(req.headers.host, bound.host)) {
       sendError(res, misdirected(hostHeaderName(req.headers.host ?? '')));
       return done(421);
@@ -94,7 +89,7 @@ export function createHandler(
         sendJson(res, 200, modelsBody);
         return done(200);
       }
-      const id = decodeURIComponent(path.slice(INFERENCE_PATHS.models.length + 1));
+      const id = decodePathPart(path.slice(INFERENCE_PATHS.models.length + 1));
       const one = modelBodies.get(id);
       if (one) sendJson(res, 200, one);
       else sendError(res, modelNotFound(id));
@@ -131,10 +126,25 @@ export function createHandler(
         sendError(res, unsupportedMediaType(req.headers['content-type']));
         return done(415);
       }
-      void serveCompletion(ctx, req, res, listener, startedNs);
+      serveCompletion(ctx, req, res, listener, startedNs).catch((err: unknown) =>
+        lastResort(ctx, req, res, listener, startedNs, err),
+      );
       return;
     }
     sendError(res, unknownUrl(req.method, path));
     done(404);
+  };
+
+  return (req, res) => {
+    const startedNs = process.hrtime.bigint();
+    ctx.responses.open++;
+    res.once('close', () => {
+      ctx.responses.open--;
+    });
+    try {
+      route(req, res, startedNs, requestPath(req.url));
+    } catch (err) {
+      lastResort(ctx, req, res, listener, startedNs, err);
+    }
   };
 }

@@ -121,6 +121,12 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     stateCache: { dir: config.stateCacheDir, maxBytes: config.stateCacheMib * 1024 * 1024 },
     logger,
     signal: loadAbort.signal,
+    grammar: {
+      timeoutMs: config.grammarTimeoutMs,
+      memoryMb: config.grammarMemoryMb,
+      maxWaiting: config.maxQueue + config.parallel,
+      cacheBytes: config.grammarCacheBytes,
+    },
   }).then(
     async (e) => {
       if (state !== 'loading') {
