@@ -104,6 +104,12 @@ export const STACK_OPTIONS = {
     help: 'its mutual-TLS listener (default 127.0.0.1:1338; certificates made on first start)',
     schema: addressOrOff.default(parseHostPort('127.0.0.1:1338')),
   },
+  'status-page': {
+    arg: '<addr>',
+    env: 'VIGIL_STATUS_PAGE',
+    help: 'the live status page (default 127.0.0.1:8099; loopback only)',
+    schema: address.default(parseHostPort('127.0.0.1:8099')),
+  },
   model: {
     arg: '<file>',
     env: 'VIGIL_MODEL',
@@ -163,6 +169,7 @@ export const stackOptionsSchema = z.object(shape).transform((o) => ({
   relay: o.relay,
   inference: o.inference,
   mtls: o.mtls,
+  statusPage: o['status-page'],
   model: o.model,
   modelId: o['model-id'],
   threads: o.threads,

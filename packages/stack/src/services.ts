@@ -4,7 +4,7 @@
  */
 import type { HostPort } from '@vigil/shared-types';
 import { hp, type StackOptions } from './config.js';
-import { binOf, type HomePaths, rel } from './paths.js';
+import { binOf, type HomePaths, rel, VIGIL_BIN } from './paths.js';
 
 /** The services, in the order they start. */
 export const SERVICE_NAMES = [
@@ -13,11 +13,13 @@ export const SERVICE_NAMES = [
   'inference-server',
   'inference-fallback',
   'guardian',
+  'status-page',
 ] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 /** The order they stop: the guardian first (it must not restart what is being stopped), the daemon last. */
 export const STOP_ORDER: readonly ServiceName[] = [
+  'status-page',
   'guardian',
   'tcp-relay',
   'inference-fallback',
@@ -152,6 +154,14 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: { kind: 'none' },
       readyTimeoutMs: 20_000,
       serves: `a real completion every ${plan.guardianInterval} s; events ${rel(paths.log('guardian'))}`,
+    },
+    'status-page': {
+      name: 'status-page',
+      argv: [VIGIL_BIN, '--home', paths.home, 'status-page', '--listen', hp(plan.statusPage)],
+      autostart: true,
+      ready: { kind: 'http', addr: plan.statusPage, path: '/api/status' },
+      readyTimeoutMs: 20_000,
+      serves: `http://${hp(plan.statusPage)}/ (actions: token in ${rel(paths.statusToken)})`,
     },
   };
 }

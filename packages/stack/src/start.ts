@@ -29,6 +29,7 @@ function listenersOf(plan: StackPlan): Listener[] {
     { flag: '--relay', what: 'the relay', addr: plan.relay },
     { flag: '--inference', what: 'the inference server', addr: plan.inference },
     ...(plan.mtls === 'off' ? [] : [{ flag: '--mtls', what: 'the inference server (mutual TLS)', addr: plan.mtls }]),
+    { flag: '--status-page', what: 'the status page', addr: plan.statusPage },
   ];
 }
 

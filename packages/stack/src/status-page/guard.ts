@@ -1,0 +1,57 @@
+/**
+ * Who may do what. Reading needs nothing but a loopback Host (DNS rebinding: any other Host is
+ * 421). An action (POST) must come from the page's own origin (an `Origin` naming this Host;
+ * `Sec-Fetch-Site`, when sent, same-origin), as JSON (a cross-site HTML form can send only
+ * text/plain, urlencoded or multipart bodies without a preflight), with the token of the stack's
+ * home in `X-Vigil-Token`. Pure: headers in, a refusal (status and reason) or null out.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { hostAllowed } from '@vigil/shared-types';
+
+export type Headers = Readonly<Record<string, string | string[] | undefined>>;
+
+export interface Refusal {
+  readonly status: 403 | 421;
+  readonly error: string;
+}
+
+const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
+
+/** null when the Host header is one this listener answers to. */
+export function checkHost(headers: Headers, bindHost: string): Refusal | null {
+  return hostAllowed(one(headers.host), bindHost)
+    ? null
+    : { status: 421, error: `Host "${one(headers.host)}" is not this status page (DNS rebinding refused)` };
+}
+
+export function tokensEqual(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && b.length > 0 && timingSafeEqual(a, b);
+}
+
+/** null when a POST may act; else why not. `token`: the token file's contents (null: none). */
+export function checkAction(headers: Headers, token: string | null): Refusal | null {
+  const host = one(headers.host);
+  const origin = one(headers.origin);
+  if (!origin || !host) return { status: 403, error: 'an action needs the Origin and Host headers of the page' };
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return { status: 403, error: `Origin "${origin}" is not a URL` };
+  }
+  if (url.protocol !== 'http:' || url.host !== host.toLowerCase()) {
+    return { status: 403, error: `cross-origin request refused (Origin ${origin}, Host ${host})` };
+  }
+  const site = one(headers['sec-fetch-site']);
+  if (site !== undefined && site !== 'same-origin')
+    return { status: 403, error: `cross-site request refused (${site})` };
+  const type = one(headers['content-type']) ?? '';
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    return { status: 403, error: `an action is a JSON request (Content-Type ${type || 'missing'} refused)` };
+  }
+  if (token === null) return { status: 403, error: 'no token file: actions are off' };
+  if (!tokensEqual(one(headers['x-vigil-token']) ?? '', token)) return { status: 403, error: 'missing or wrong token' };
+  return null;
+}
