@@ -87,7 +87,8 @@ export function latencyChart(history: GuardianHistory, now: number): string {
   }
   all.sort((a, b) => a - b);
   const top = Math.max(10, percentile(all, 1)) * 1.1;
-  const x = (i: number) => ((i + 0.5) * (W / POINTS)).toFixed(1);
+  // Each 5 minutes is a step across its width, so that a lone point is seen too.
+  const x = (i: number) => (i * (W / POINTS)).toFixed(1);
   const y = (ms: number) => (CH - (ms / top) * (CH - 4)).toFixed(1);
   const segments: string[] = [];
   let run: string[] = [];
@@ -95,7 +96,7 @@ export function latencyChart(history: GuardianHistory, now: number): string {
     if (v === null) {
       if (run.length) segments.push(run.join(' '));
       run = [];
-    } else run.push(`${x(i)},${y(v)}`);
+    } else run.push(`${x(i)},${y(v)} ${x(i + 1)},${y(v)}`);
   });
   if (run.length) segments.push(run.join(' '));
   const lines = segments.map((s) => `<polyline class="latency" points="${s}"/>`);

@@ -1,7 +1,7 @@
 /**
  * Who may do what. Reading needs nothing but a loopback Host (DNS rebinding: any other Host is
- * 421). An action (POST) must come from the page's own origin (an `Origin` naming this Host;
- * `Sec-Fetch-Site`, when sent, same-origin), as JSON (a cross-site HTML form can send only
+ * 421). An action (POST) must come from the page's own origin (an `Origin` naming this Host and/or
+ * `Sec-Fetch-Site: same-origin`, neither saying otherwise), as JSON (a cross-site HTML form can send only
  * text/plain, urlencoded or multipart bodies without a preflight), with the token of the stack's
  * home in `X-Vigil-Token`. Pure: headers in, a refusal (status and reason) or null out.
  */
@@ -34,17 +34,25 @@ export function tokensEqual(given: string, expected: string): boolean {
 export function checkAction(headers: Headers, token: string | null): Refusal | null {
   const host = one(headers.host);
   const origin = one(headers.origin);
-  if (!origin || !host) return { status: 403, error: 'an action needs the Origin and Host headers of the page' };
-  let url: URL;
-  try {
-    url = new URL(origin);
-  } catch {
-    return { status: 403, error: `Origin "${origin}" is not a URL` };
-  }
-  if (url.protocol !== 'http:' || url.host !== host.toLowerCase()) {
-    return { status: 403, error: `cross-origin request refused (Origin ${origin}, Host ${host})` };
-  }
   const site = one(headers['sec-fetch-site']);
+  if (!host) return { status: 403, error: 'an action needs a Host header' };
+  // A browser sends Origin on every cross-origin POST and Sec-Fetch-Site on every request (some
+  // leave Origin out of same-origin ones): one of them must say "this page", and neither may say
+  // anything else.
+  if (origin === undefined && site === undefined) {
+    return { status: 403, error: 'an action must come from the page (Origin or Sec-Fetch-Site: same-origin)' };
+  }
+  if (origin !== undefined) {
+    let url: URL | null = null;
+    try {
+      url = new URL(origin);
+    } catch {
+      // "null" (an opaque origin: a sandboxed frame, a file) or worse
+    }
+    if (url?.protocol !== 'http:' || url.host !== host.toLowerCase()) {
+      return { status: 403, error: `cross-origin request refused (Origin ${origin}, Host ${host})` };
+    }
+  }
   if (site !== undefined && site !== 'same-origin')
     return { status: 403, error: `cross-site request refused (${site})` };
   const type = one(headers['content-type']) ?? '';
