@@ -66,7 +66,9 @@ const sseData = (html: string) =>
 export async function startStatusPage(config: StatusPageConfig): Promise<StatusPage> {
   const collector = new Collector(config);
   ensureToken(config.tokenFile);
-  collector.readLogs(); // the history so far, before the first page is asked for
+  // The history so far is read, and a page made once, before the address is published: the first
+  // visitor does not wait for a week of log to be read or for the code to warm up.
+  page(await collector.snapshot());
   const streams = new Set<ServerResponse>();
   let last: Snapshot | null = null;
   let pending: Promise<Snapshot> | null = null;
