@@ -3,7 +3,10 @@
  * runs as its service `status-page`, and the installed units run on their own) until SIGTERM or
  * SIGINT.
  */
+
+import { dirname } from 'node:path';
 import { formatHostPort, isLoopbackHost, parseHostPort, STATUS_PAGE } from '@vigil/shared-types';
+import { ensureDir } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import { UsageError } from '../errors.js';
 import { homeOf, homePaths } from '../paths.js';
@@ -48,6 +51,9 @@ export function statusPageCommand(): Command {
           `--listen ${formatHostPort(listen)} is not a loopback address: add --allow-non-loopback to mean it`,
         );
       }
+      // Under an installed stack the home holds only the page's own files: make their directories.
+      for (const dir of [dirname(paths.statusToken), dirname(paths.statusAddress), dirname(paths.log('x'))])
+        ensureDir(dir);
       const metrics = (o.daemonMetrics as string | undefined) ?? process.env.VIGIL_DAEMON_METRICS;
       const page = await startStatusPage({
         home: paths.home,

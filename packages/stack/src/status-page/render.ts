@@ -47,7 +47,7 @@ function restartButton(name: string, state: ServiceStatus['state']): string {
 
 function services(s: Snapshot): string {
   if ('error' in s.supervisor) {
-    return `<section id="services" aria-labelledby="h-services"><h2 id="h-services">Services</h2><p class="state-failed">✕ No supervisor answers: ${esc(s.supervisor.error)}</p></section>`;
+    return `<section id="services" aria-labelledby="h-services"><h2 id="h-services">Services</h2><p class="state-failed">✕ No supervisor answers: ${esc(s.supervisor.error)}.</p><p>Under <code>vigil start</code> the stack is stopped or starting; in an installed stack the services are launchd agents or systemd units (<code>launchctl print gui/$UID/org.vigil.NAME</code>, <code>systemctl --user status 'vigil-*'</code>) and the sections below still show what they write and serve.</p></section>`;
   }
   const now = s.at;
   const rows = s.supervisor.services.map((v) =>
