@@ -6,7 +6,8 @@
  * home in `X-Vigil-Token`. Pure: headers in, a refusal (status and reason) or null out.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { hostAllowed } from '@vigil/shared-types';
+import { isIP } from 'node:net';
+import { hostAllowed, hostHeaderName, isLoopbackHost } from '@vigil/shared-types';
 
 export type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
@@ -17,11 +18,21 @@ export interface Refusal {
 
 const one = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
-/** null when the Host header is one this listener answers to. */
+/**
+ * null when the Host header is one this page answers to: a loopback name, the bound address, or
+ * any IP literal. A rebinding attack needs a DNS name that points at 127.0.0.1, so a name other
+ * than localhost is refused even when the page listens on every address (in a container).
+ */
 export function checkHost(headers: Headers, bindHost: string): Refusal | null {
-  return hostAllowed(one(headers.host), bindHost)
-    ? null
-    : { status: 421, error: `Host "${one(headers.host)}" is not this status page (DNS rebinding refused)` };
+  const host = one(headers.host);
+  if (
+    host !== undefined &&
+    hostAllowed(host, bindHost) &&
+    (isIP(hostHeaderName(host)) !== 0 || isLoopbackHost(hostHeaderName(host)))
+  ) {
+    return null;
+  }
+  return { status: 421, error: `Host "${host ?? ''}" is not this status page (DNS rebinding refused)` };
 }
 
 export function tokensEqual(given: string, expected: string): boolean {
