@@ -104,6 +104,12 @@ export const STACK_OPTIONS = {
     help: 'its mutual-TLS listener (default 127.0.0.1:1338; certificates made on first start)',
     schema: addressOrOff.default(parseHostPort('127.0.0.1:1338')),
   },
+  'daemon-metrics': {
+    arg: '<addr|off>',
+    env: 'VIGIL_DAEMON_METRICS',
+    help: "the daemon's Prometheus metrics listener, which the status page reads for messages per minute (default off)",
+    schema: addressOrOff.default('off'),
+  },
   'status-page': {
     arg: '<addr>',
     env: 'VIGIL_STATUS_PAGE',
@@ -169,6 +175,7 @@ export const stackOptionsSchema = z.object(shape).transform((o) => ({
   relay: o.relay,
   inference: o.inference,
   mtls: o.mtls,
+  daemonMetrics: o['daemon-metrics'],
   statusPage: o['status-page'],
   model: o.model,
   modelId: o['model-id'],

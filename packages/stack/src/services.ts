@@ -99,6 +99,7 @@ function daemonArgv(plan: StackPlan, paths: HomePaths): string[] {
     paths.daemonData,
     '--localnet',
     paths.localnet,
+    ...(plan.daemonMetrics === 'off' ? [] : ['--metrics', hp(plan.daemonMetrics)]),
     ...(plan.backend === 'local'
       ? []
       : [
@@ -121,7 +122,7 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       autostart: true,
       ready: { kind: 'http', addr: plan.daemonHttp, path: '/api/v1/check' },
       readyTimeoutMs: 20_000,
-      serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}`,
+      serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}${plan.daemonMetrics === 'off' ? '' : `; metrics http://${hp(plan.daemonMetrics)}/metrics`}`,
     },
     'tcp-relay': {
       name: 'tcp-relay',
@@ -157,7 +158,15 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
     },
     'status-page': {
       name: 'status-page',
-      argv: [VIGIL_BIN, '--home', paths.home, 'status-page', '--listen', hp(plan.statusPage)],
+      argv: [
+        VIGIL_BIN,
+        '--home',
+        paths.home,
+        'status-page',
+        '--listen',
+        hp(plan.statusPage),
+        ...(plan.daemonMetrics === 'off' ? [] : ['--daemon-metrics', hp(plan.daemonMetrics)]),
+      ],
       autostart: true,
       ready: { kind: 'http', addr: plan.statusPage, path: '/api/status' },
       readyTimeoutMs: 20_000,

@@ -97,6 +97,8 @@ describe('the status page in a browser', () => {
         'off',
         '--status-page',
         `127.0.0.1:${page}`,
+        '--daemon-metrics',
+        await port(),
         '--threads',
         '1',
         '--guardian-interval',
@@ -142,6 +144,10 @@ describe('the status page in a browser', () => {
     expect(await page.textContent('#service-table')).toContain('▲ up');
     expect(await page.textContent('#health-table')).toMatch(/signal_port ✓ ok/);
     expect(await page.textContent('#messaging')).toMatch(/local: (ready|up|serving)/);
+    // Messages per minute from the daemon's metrics listener (two samples a second apart).
+    await page.waitForFunction(() =>
+      /\d+\.\d sent, \d+\.\d received/.test(document.getElementById('messaging')!.textContent ?? ''),
+    );
     // The guardian probes: the hour's bar has one mark per probe logged up to the page's update.
     await until('two probes', () => probesLogged(0, Number.POSITIVE_INFINITY) >= 2, 60_000);
     await until(

@@ -153,8 +153,9 @@ export class Collector {
     } else error = (check.reason as Error).message;
     const lines = metrics.status === 'fulfilled' && metrics.value ? parseMetrics(metrics.value.body) : null;
     if (lines) {
-      this.sent.add(now, metricSum(lines, 'vigil_daemon_messages_sent_total'));
-      this.received.add(now, metricSum(lines, 'vigil_daemon_messages_received_total'));
+      // A labelled counter has no sample until its first count: none is 0.
+      this.sent.add(now, metricSum(lines, 'vigil_daemon_messages_sent_total') ?? 0);
+      this.received.add(now, metricSum(lines, 'vigil_daemon_messages_received_total') ?? 0);
     }
     const perMin = (r: Rate) => (lines ? ((v) => (v === null ? null : v * 60))(r.perSecond()) : null);
     return {
