@@ -1,31 +1,24 @@
 /**
  * The status page's HTTP server: `GET /` (the page), `GET /events` (Server-Sent Events: the newer
- * `<main>` every second while someone watches), `GET /api/status` (a JSON summary), the assets,
- * and the actions (`POST /api/services/NAME/restart`, `POST /api/guardian/reset|restore`),
- * guarded (guard.ts) and logged with who and when.
+ * `<main>` every half second while someone watches), `GET /api/status` (a JSON summary), the assets,
+ * and the actions (actions.ts). Every request must name a loopback or IP-literal Host (guard.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { appendFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import { formatHostPort, type HostPort } from '@vigil/shared-types';
-import { closeServer, listen, readTextOrNull, removeFile, runCommand, writeFileAtomic } from '@vigil/shared-types/node';
-import { controlRequest } from '../control.js';
-import { binOf, NODE } from '../paths.js';
+import { closeServer, listen, readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/node';
+import { type ActionsConfig, actionHandler } from './actions.js';
 import { PAGE_CSS, PAGE_JS } from './assets.js';
 import { Collector, type PageConfig, type Snapshot } from './collect.js';
-import { checkAction, checkHost } from './guard.js';
+import { checkHost } from './guard.js';
 import { main, page } from './render.js';
+import { json, SECURITY_HEADERS, send } from './respond.js';
 import { summary } from './summary.js';
 
-export interface StatusPageConfig extends PageConfig {
+export interface StatusPageConfig extends PageConfig, ActionsConfig {
   readonly listen: HostPort;
-  /** The action token (created 0600 when missing). */
-  readonly tokenFile: string;
-  /** Every action, one JSON line: when, what, from where, the outcome. */
-  readonly actionsLog: string;
   /** Where the page's address is published (`vigil status` reads it); removed on close. */
   readonly addressFile: string;
-  readonly log: (line: string) => void;
 }
 
 export interface StatusPage {
@@ -37,16 +30,6 @@ export interface StatusPage {
 const MAX_STREAMS = 16;
 /** A refresh every half second while a page is open: a restart's 1 s delay is always seen. */
 const TICK_MS = 500;
-const ACTION_TIMEOUT_MS = 90_000;
-const SECURITY_HEADERS = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-  'x-frame-options': 'DENY',
-  'x-content-type-options': 'nosniff',
-  // same-origin, not no-referrer: with no-referrer a browser sends no Origin on the page's own POSTs.
-  'referrer-policy': 'same-origin',
-  'cache-control': 'no-store',
-};
 
 /** The token of the home: read, or made (32 random bytes, hex, 0600) when missing. */
 export function ensureToken(file: string): string {
@@ -95,54 +78,7 @@ export async function startStatusPage(config: StatusPageConfig): Promise<StatusP
     if (streams.size > 0 && !pending) void fresh(TICK_MS / 2).then((s) => push(s));
   }, TICK_MS);
 
-  const send = (res: ServerResponse, status: number, type: string, body: string) => {
-    res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  };
-  const json = (res: ServerResponse, status: number, v: unknown) =>
-    send(res, status, 'application/json; charset=utf-8', JSON.stringify(v));
-
-  const record = (req: IncomingMessage, action: string, outcome: Record<string, unknown>) => {
-    const entry = {
-      ts: Date.now() / 1000,
-      action,
-      from: `${req.socket.remoteAddress}:${req.socket.remotePort}`,
-      userAgent: String(req.headers['user-agent'] ?? '').slice(0, 200),
-      ...outcome,
-    };
-    try {
-      appendFileSync(config.actionsLog, `${JSON.stringify(entry)}\n`, { mode: 0o600 });
-    } catch (err) {
-      config.log(`cannot write the actions log ${config.actionsLog}: ${(err as Error).message}`);
-    }
-    config.log(`action ${action} from ${entry.from}: ${JSON.stringify(outcome)}`);
-  };
-
-  async function act(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    const refused = checkAction(req.headers, readTextOrNull(config.tokenFile)?.trim() || null);
-    const service = /^\/api\/services\/([a-z-]+)\/restart$/.exec(path)?.[1];
-    const guardian = /^\/api\/guardian\/(reset|restore)$/.exec(path)?.[1];
-    const action = service ? `restart ${service}` : guardian ? `guardian ${guardian}` : null;
-    if (!action) return json(res, 404, { ok: false, error: `no action at ${path}` });
-    if (refused) {
-      record(req, action, { ok: false, status: refused.status, error: refused.error });
-      return json(res, refused.status, { ok: false, error: refused.error });
-    }
-    if (service) {
-      try {
-        const r = await controlRequest(config.home, config.socket, { action: 'restart', service }, ACTION_TIMEOUT_MS);
-        record(req, action, { ok: true, pid: r.pid ?? null });
-        return json(res, 200, { ok: true, detail: `${service} started (pid ${r.pid ?? '?'})` });
-      } catch (err) {
-        record(req, action, { ok: false, error: (err as Error).message });
-        return json(res, 502, { ok: false, error: (err as Error).message });
-      }
-    }
-    const argv = [NODE, binOf('guardian'), guardian!, '--config', config.guardianConfig];
-    const r = await runCommand(argv, ACTION_TIMEOUT_MS);
-    record(req, action, { ok: r.rc === 0, rc: r.rc, detail: r.detail.slice(0, 300) });
-    return json(res, r.rc === 0 ? 200 : 502, { ok: r.rc === 0, rc: r.rc, detail: r.detail.slice(0, 300) });
-  }
+  const act = actionHandler(config);
 
   function events(res: ServerResponse): void {
     if (streams.size >= MAX_STREAMS) return void json(res, 503, { ok: false, error: 'too many live pages open' });
