@@ -9,6 +9,7 @@ import {
   formatHostPort,
   type HostPort,
   parseHostPort,
+  STATUS_PAGE,
   validateConfig,
   z,
 } from '@vigil/shared-types';
@@ -114,7 +115,7 @@ export const STACK_OPTIONS = {
     arg: '<addr>',
     env: 'VIGIL_STATUS_PAGE',
     help: 'the live status page (default 127.0.0.1:8099; loopback only)',
-    schema: address.default(parseHostPort('127.0.0.1:8099')),
+    schema: address.default(STATUS_PAGE),
   },
   model: {
     arg: '<file>',
