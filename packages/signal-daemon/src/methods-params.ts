@@ -55,7 +55,7 @@ const TO_NUMBERS = { ...TO, username: refused(many('string'), NO_USERNAMES) } as
 
 export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
   version: {},
-  subscribeReceive: {},
+  subscribeReceive: { consumer: one('string') },
   unsubscribeReceive: { subscription: one('integer') },
 
   send: {

@@ -106,9 +106,10 @@ export class TcpClient {
     socket.on('error', () => {});
   }
 
-  static connect(addr: HostPort): Promise<TcpClient> {
+  /** Connects, from `localAddress` when given (e.g. 127.0.0.2, the relay's default source). */
+  static connect(addr: HostPort, localAddress?: string): Promise<TcpClient> {
     return new Promise((resolve, reject) => {
-      const s = connect({ host: addr.host, port: addr.port }, () => resolve(new TcpClient(s)));
+      const s = connect({ host: addr.host, port: addr.port, localAddress }, () => resolve(new TcpClient(s)));
       s.once('error', reject);
     });
   }
