@@ -167,12 +167,14 @@ export class SseClient {
   private req: ReturnType<typeof request> | null = null;
   ended = false;
 
-  static open(addr: HostPort, lastEventId?: string): Promise<SseClient> {
+  /** Opens a stream, with a Last-Event-ID header and a query (e.g. `consumer=agent`) when given. */
+  static open(addr: HostPort, lastEventId?: string, query?: string): Promise<SseClient> {
     const c = new SseClient();
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-      c.req = request({ host: addr.host, port: addr.port, path: '/api/v1/events', headers, agent: false }, (res) => {
+      const path = `/api/v1/events${query === undefined ? '' : `?${query}`}`;
+      c.req = request({ host: addr.host, port: addr.port, path, headers, agent: false }, (res) => {
         c.status = res.statusCode ?? 0;
         c.headers = res.headers;
         res.setEncoding('utf8');
