@@ -152,7 +152,13 @@ describe('consumers, with real processes', () => {
       const timer = setInterval(() => {
         while (localGot.length - seen < s.events.length) localGot.push(texts(s)[localGot.length - seen]!);
       }, 10);
-      return { close: () => (clearInterval(timer), s.close()), s };
+      return {
+        close: () => {
+          clearInterval(timer);
+          s.close();
+        },
+        s,
+      };
     };
     try {
       let vmConn = await vm();
@@ -205,7 +211,10 @@ describe('consumers, with real processes', () => {
         const t = texts(s);
         while (got[name]!.length - seen < t.length) got[name]!.push(t[got[name]!.length - seen]!);
       }, 5);
-      return () => (clearInterval(timer), s.close());
+      return () => {
+        clearInterval(timer);
+        s.close();
+      };
     };
     const N = 200;
     let sent = 0;
