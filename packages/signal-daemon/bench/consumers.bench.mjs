@@ -9,8 +9,9 @@
 // over A's TCP listener, each message carrying its send time; B's consumers read the event
 // stream (`sse`, then `?consumer=c2` ... `c5`, declared with --consumer). Each setting: a warm-up,
 // then a measuring window; the order is 1, 2, 5, 1 (the two 1-consumer runs bracket the others,
-// their mean is the baseline; a warm-up run before them is not counted). Reported: latency p50/p99 over every consumer's arrivals, B's
-// CPU per message (from /proc), messages lost or duplicated. Traffic only to 127.0.0.1; every
+// their mean is the baseline; a warm-up run before them is not counted). Reported: latency
+// p50/p99 over every consumer's arrivals, B's CPU per message (from /proc), messages lost or
+// duplicated. Traffic only to 127.0.0.1; every
 // phase bounded; child processes and the directory removed at the end.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
