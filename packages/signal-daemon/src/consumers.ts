@@ -40,6 +40,8 @@ interface Mark {
   seq: number;
   written: number;
   seenAt: number;
+  /** seenAt changed (a connection opened or closed) since it was written. */
+  seenDirty: boolean;
   connections: number;
 }
 
@@ -63,6 +65,7 @@ export class ConsumerMarks {
     db.exec(`CREATE TABLE IF NOT EXISTS inbox_consumer (
       account TEXT NOT NULL, name TEXT NOT NULL, mark INTEGER NOT NULL, seen_at INTEGER NOT NULL,
       PRIMARY KEY (account, name)) WITHOUT ROWID`);
+    this.floorWritten = floor;
     this.stmts = {
       upsert: db.prepare(
         `INSERT INTO inbox_consumer (account, name, mark, seen_at) VALUES (?, ?, ?, ?)
@@ -73,19 +76,25 @@ export class ConsumerMarks {
     const rows = db
       .prepare('SELECT name, mark, seen_at AS seenAt FROM inbox_consumer WHERE account = ?')
       .all(account) as { name: string; mark: number; seenAt: number }[];
-    for (const r of rows) this.marks.set(r.name, { seq: r.mark, written: r.mark, seenAt: r.seenAt, connections: 0 });
+    for (const r of rows)
+      this.marks.set(r.name, { seq: r.mark, written: r.mark, seenAt: r.seenAt, seenDirty: false, connections: 0 });
     this.writeAll = db.transaction((now: number) => {
       for (const [name, m] of this.marks) {
-        if (m.written === m.seq && m.connections === 0) continue;
-        this.stmts.upsert.run(this.account, name, m.seq, m.connections > 0 ? now : m.seenAt);
+        if (m.written === m.seq && !m.seenDirty) continue;
         if (m.connections > 0) m.seenAt = now;
+        this.stmts.upsert.run(this.account, name, m.seq, m.seenAt);
         m.written = m.seq;
+        m.seenDirty = false;
       }
-      this.setFloor(this.floor);
+      if (this.floorWritten !== this.floor) {
+        this.setFloor(this.floor);
+        this.floorWritten = this.floor;
+      }
     });
   }
 
   private readonly writeAll: (now: number) => void;
+  private floorWritten: number;
 
   /** The consumer's mark: the last message written to it (the floor for one never seen). */
   mark(name: string): number {
@@ -96,11 +105,12 @@ export class ConsumerMarks {
   open(name: string, head: number): ConsumerHandle {
     let m = this.marks.get(name);
     if (!m) {
-      m = { seq: Math.min(this.floor, head), written: -1, seenAt: Date.now(), connections: 0 };
+      m = { seq: Math.min(this.floor, head), written: -1, seenAt: Date.now(), seenDirty: true, connections: 0 };
       this.marks.set(name, m);
     }
     m.connections++;
     m.seenAt = Date.now();
+    m.seenDirty = true;
     const markAtStart = m.seq;
     const floorAtStart = this.floor;
     const openedAt = Date.now();
