@@ -348,6 +348,20 @@ export interface ReceiveParams {
  * The JSON status of GET /api/v1/check with `Accept: application/json` (DESIGN.md 2.2). Times
  * are Unix milliseconds, null when it has not happened yet.
  */
+/** One consumer of a daemon's incoming messages (an SSE stream name, `tcp`, `relay`, ...). */
+export interface ConsumerStatus {
+  readonly name: string;
+  /** At least one connection of it is open. */
+  readonly connected: boolean;
+  readonly connections: number;
+  /** Messages that arrived since its last read, waiting for it. */
+  readonly held: number;
+  /** Age of the oldest of them in seconds; null when none is held. */
+  readonly oldestHeldAgeS: number | null;
+  /** When it was last connected (ms since the epoch); null: never. */
+  readonly lastSeenAt: number | null;
+}
+
 export interface DaemonStatus {
   readonly version: string;
   /**
@@ -358,7 +372,8 @@ export interface DaemonStatus {
   readonly account: PhoneNumber;
   readonly backend: { readonly kind: 'local' | 'signal-cli'; readonly state: 'serving' | 'starting' | 'down' };
   readonly uptimeS: number;
-  readonly consumers: { readonly sse: number; readonly tcp: number };
+  /** Open SSE streams and TCP connections; and each consumer with its own mark (held messages). */
+  readonly consumers: { readonly sse: number; readonly tcp: number; readonly list: readonly ConsumerStatus[] };
   readonly lastOutboundSendAt: number | null;
   readonly lastInboundMessageAt: number | null;
 }

@@ -89,6 +89,11 @@ const program = new Command(BIN)
     opt('--retention-messages <n>', 'and at most this many').argParser(intFlag(1)).default(DEFAULTS.retentionMessages),
   )
   .addOption(
+    opt('--retention-bytes <n>', 'and at most this many bytes of messages (the oldest go first)')
+      .argParser(intFlag(1024))
+      .default(DEFAULTS.retentionBytes),
+  )
+  .addOption(
     opt('--hold <on|off>', 'give what arrived while no consumer was connected to the next one that connects')
       .choices(['on', 'off'])
       .default('on'),
@@ -102,6 +107,23 @@ const program = new Command(BIN)
     opt('--hold-messages <n>', 'at most this many of the newest held messages are given')
       .argParser(intFlag(1))
       .default(DEFAULTS.holdMessages),
+  )
+  .addOption(
+    opt('--hold-bytes <n>', 'at most this many bytes of the newest held messages are given')
+      .argParser(intFlag(1024))
+      .default(DEFAULTS.holdBytes),
+  )
+  .addOption(
+    opt(
+      '--consumer <name>',
+      'a consumer name an SSE stream (?consumer=) or subscribeReceive may give, besides sse, tcp and relay (repeatable)',
+    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+  )
+  .addOption(
+    opt(
+      '--relay-source <addr>',
+      'TCP connections from this source address are the relay consumer (repeatable; default: 127.0.0.2)',
+    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
   )
   .addOption(
     opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
@@ -166,6 +188,10 @@ const program = new Command(BIN)
       hold: o.hold === 'on',
       holdHours: o.holdHours,
       holdMessages: o.holdMessages,
+      holdBytes: o.holdBytes,
+      retentionBytes: o.retentionBytes,
+      consumers: fromEnvList('consumer', o.consumer),
+      relaySources: o.relaySource === undefined ? undefined : fromEnvList('relaySource', o.relaySource),
       linkTimeoutMs: o.linkTimeout * 1000,
       shutdownGraceMs: o.shutdownGrace * 1000,
       maxConnections: o.maxConnections,

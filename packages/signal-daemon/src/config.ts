@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '@vigil/shared-types';
@@ -11,6 +12,7 @@ import {
   MESSAGING_LIMITS,
   parseAllowedOrigins,
 } from '@vigil/shared-types';
+import { consumerNameError } from './consumers.js';
 import { ConfigError } from './errors.js';
 
 export type BackendKind = 'local' | 'signal-cli';
@@ -42,14 +44,22 @@ export interface DaemonConfig {
   readonly profileName: string;
   /** Incoming messages are kept for SSE replay this long... */
   readonly retentionHours: number;
-  /** ...and at most this many. */
+  /** ...and at most this many... */
   readonly retentionMessages: number;
+  /** ...and at most this many bytes of message JSON (the oldest go first). */
+  readonly retentionBytes: number;
   /** Held messages: what arrived while no consumer was connected goes to the next one (off: it starts at the present). */
   readonly hold: boolean;
   /** Held messages older than this are not given... */
   readonly holdHours: number;
-  /** ...nor more than this many of the newest. */
+  /** ...nor more than this many of the newest... */
   readonly holdMessages: number;
+  /** ...nor more than this many bytes of them. */
+  readonly holdBytes: number;
+  /** Consumer names besides the built-in sse, tcp and relay (`?consumer=`, `subscribeReceive`). */
+  readonly consumers: readonly string[];
+  /** TCP connections from these source addresses are the relay consumer (the VM). */
+  readonly relaySources: readonly string[];
   /** Bounded wait of finishLink for a primary to accept. */
   readonly linkTimeoutMs: number;
   /** On shutdown, in-flight calls get this long to finish. */
@@ -97,9 +107,12 @@ export const DEFAULTS = {
   maxBatch: MESSAGING_LIMITS.batchRequests,
   retentionHours: 24 * 7,
   retentionMessages: 100_000,
+  retentionBytes: 1024 * 1024 * 1024,
   hold: true,
   holdHours: 24 * 7,
   holdMessages: 10_000,
+  holdBytes: 256 * 1024 * 1024,
+  relaySources: ['127.0.0.2'],
   linkTimeoutMs: 60_000,
   shutdownGraceMs: 5_000,
   maxConnections: 1024,
@@ -152,9 +165,13 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     profileName: options.account,
     retentionHours: DEFAULTS.retentionHours,
     retentionMessages: DEFAULTS.retentionMessages,
+    retentionBytes: DEFAULTS.retentionBytes,
     hold: DEFAULTS.hold,
     holdHours: DEFAULTS.holdHours,
     holdMessages: DEFAULTS.holdMessages,
+    holdBytes: DEFAULTS.holdBytes,
+    consumers: [],
+    relaySources: DEFAULTS.relaySources,
     linkTimeoutMs: DEFAULTS.linkTimeoutMs,
     shutdownGraceMs: DEFAULTS.shutdownGraceMs,
     maxConnections: DEFAULTS.maxConnections,
@@ -195,6 +212,15 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   positive('retention-messages', config.retentionMessages, 1);
   positive('hold-hours', config.holdHours, 0);
   positive('hold-messages', config.holdMessages, 1);
+  positive('retention-bytes', config.retentionBytes, 1024);
+  positive('hold-bytes', config.holdBytes, 1024);
+  for (const name of config.consumers) {
+    const bad = consumerNameError(name, new Set([name]));
+    if (bad) throw new ConfigError(`invalid --consumer "${name}": ${bad}`);
+  }
+  for (const addr of config.relaySources) {
+    if (isIP(addr) === 0) throw new ConfigError(`invalid --relay-source "${addr}": expected an IP address`);
+  }
   positive('link-timeout', config.linkTimeoutMs, 1);
   positive('shutdown-grace', config.shutdownGraceMs, 0);
   positive('max-connections', config.maxConnections, 1);

@@ -15,6 +15,7 @@ import winston from 'winston';
 import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from './attachments.js';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
+import { BUILTIN_CONSUMERS, consumerNameError, SSE_CONSUMER } from './consumers.js';
 import { ConfigError, RpcFailure, userError } from './errors.js';
 import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
@@ -65,8 +66,14 @@ export async function start(
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
-  const retention = { hours: config.retentionHours, messages: config.retentionMessages };
-  const hold = { enabled: config.hold, hours: config.holdHours, messages: config.holdMessages };
+  const retention = { hours: config.retentionHours, messages: config.retentionMessages, bytes: config.retentionBytes };
+  const hold = {
+    enabled: config.hold,
+    hours: config.holdHours,
+    messages: config.holdMessages,
+    bytes: config.holdBytes,
+  };
+  const knownConsumers: ReadonlySet<string> = new Set([...BUILTIN_CONSUMERS, ...config.consumers]);
   let inbox: Inbox | undefined;
   let backend: Backend;
   try {
@@ -139,9 +146,15 @@ export async function start(
         case 'version':
           // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
           return { version: VERSION };
-        case 'subscribeReceive':
+        case 'subscribeReceive': {
           if (!conn) break;
-          return conn.subscribe();
+          // An optional consumer name (see consumers.ts): {"consumer":NAME}.
+          const given = Array.isArray(params) ? undefined : resolveParams(method, params).consumer;
+          const name = given ?? conn.defaultConsumer;
+          const bad = consumerNameError(name, knownConsumers);
+          if (bad) throw new RpcFailure(RpcErrorCode.INVALID_PARAMS, `Invalid params: ${bad}`);
+          return conn.subscribe(name as string);
+        }
         case 'unsubscribeReceive': {
           if (!conn) break;
           // As signal-cli: the id as {"subscription":ID} or [ID]; missing or unknown is a user error (-1).
@@ -198,7 +211,20 @@ export async function start(
     account: config.account,
     backend: { kind: backend.kind, state: backend.state() },
     uptimeS: Math.round((Date.now() - startedAt) / 1000),
-    consumers: { sse: http?.streams.size ?? 0, tcp: tcp?.connections.size ?? 0 },
+    consumers: {
+      sse: http?.streams.size ?? 0,
+      tcp: tcp?.connections.size ?? 0,
+      list: box
+        .consumerStates([SSE_CONSUMER, ...config.consumers])
+        .map(({ name, connections, held, oldestHeldAgeS, lastSeenAt }) => ({
+          name,
+          connected: connections > 0,
+          connections,
+          held,
+          oldestHeldAgeS,
+          lastSeenAt,
+        })),
+    },
     lastOutboundSendAt,
     lastInboundMessageAt,
   });
@@ -211,6 +237,7 @@ export async function start(
         maxStreams: config.maxConnections,
         keepaliveMs: options.sseKeepaliveMs,
         inbox: box,
+        consumers: knownConsumers,
         dispatcher,
         invoke: metrics.count(invokeFor(null), 'http'),
         serving: () => backend.state() === 'serving' && !backend.fault?.(),
@@ -226,13 +253,14 @@ export async function start(
         idleTimeoutMs: config.tcpIdleTimeoutMs,
         receiveMode: config.receiveMode,
         inbox: box,
+        relaySources: new Set(config.relaySources),
         dispatcher,
         invoke: (conn) => metrics.count(invokeFor(conn), 'tcp'),
         logger,
       })
     : null;
 
-  const gauges = () => ({ status: status(), inboxSize: box.size, inboxHead: box.head, held: box.held });
+  const gauges = () => ({ status: status(), inboxSize: box.size, inboxBytes: box.bytes, inboxHead: box.head });
   const metricsSrv = config.metrics ? metricsServer(config.metrics.host, () => metrics.render(gauges()), logger) : null;
 
   let httpAddr: HostPort | null = null;

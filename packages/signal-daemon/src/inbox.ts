@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Envelope, ReceiveParams } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
+import { type ConsumerHandle, ConsumerMarks } from './consumers.js';
 
 /** One stored incoming message: its sequence number and the JSON of its `receive` params. */
 export interface InboxEvent {
@@ -9,36 +10,54 @@ export interface InboxEvent {
   /** `{"envelope":…,"account":…}`, serialized once when stored. */
   readonly json: string;
   readonly receivedAt: number;
+  /** The size of `json` in bytes (UTF-8). */
+  readonly bytes: number;
 }
 
 export interface Retention {
   readonly hours: number;
   readonly messages: number;
+  /** The stored messages' JSON, in bytes, at most this much (the oldest go first). */
+  readonly bytes: number;
 }
 
 /**
- * Held messages: what arrived while no consumer was connected is given to the next consumer that
- * connects without Last-Event-ID, at most `messages` of them and none older than `hours`.
+ * Held messages: what arrived since a consumer's last read is given to it when it connects without
+ * Last-Event-ID, at most `messages` of them, `bytes` in all, and none older than `hours`.
  */
 export interface Hold {
   readonly enabled: boolean;
   readonly hours: number;
   readonly messages: number;
+  readonly bytes: number;
 }
 
-export const DEFAULT_HOLD: Hold = { enabled: true, hours: 24 * 7, messages: 10_000 };
+export const DEFAULT_HOLD: Hold = { enabled: true, hours: 24 * 7, messages: 10_000, bytes: 256 * 1024 * 1024 };
 
+/** The newest events kept in memory for live readers: at most this many... */
 const RING_SIZE = 4096;
-/** The delivered mark is written to the database at most this often while consumers read. */
-const MARK_WRITE_MS = 250;
-/** A consumer gone within this time, with nobody else connected, is a probe: what it was written is held again. */
-export const HOLD_GRACE_MS = 1000;
+/** ...and this many bytes of JSON (an event larger than this is read from the file). */
+const RING_BYTES = 16 * 1024 * 1024;
+
+/** One consumer as /api/v1/check and the metrics show it. */
+export interface ConsumerState {
+  readonly name: string;
+  /** Connections (streams, TCP connections) of this consumer open now. */
+  readonly connections: number;
+  /** Messages held for it: what it has not been written yet (within the hold's bounds). */
+  readonly held: number;
+  /** Age of the oldest of them in seconds; null when none. */
+  readonly oldestHeldAgeS: number | null;
+  /** When it was last connected (ms since the epoch); null: never. */
+  readonly lastSeenAt: number | null;
+}
 
 /**
  * The daemon's durable inbox: every incoming envelope is stored here, in order, with a sequence
  * number, before anything is told of it. SSE clients replay from it by sequence number
- * (Last-Event-ID), also after a restart. The newest events are also kept in memory so that
- * live readers do not touch the database.
+ * (Last-Event-ID), also after a restart; each consumer has its own durable mark (see consumers.ts).
+ * The newest events are also kept in memory (bounded in count and bytes) so that live readers do
+ * not touch the database.
  *
  * Event ids are `EPOCH.SEQ`: the epoch is fixed when the inbox is created, so a client that comes
  * back with an id from an inbox that has since been deleted gets everything retained rather than
@@ -48,13 +67,11 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   readonly epoch: string;
   private headSeq: number;
   private ring: InboxEvent[] = [];
+  private ringBytes = 0;
+  /** Bytes of JSON stored for this account. */
+  private storedBytes: number;
   private readonly stmts;
-  /** Everything up to this sequence number was written to a consumer. */
-  private deliveredSeq: number;
-  private markWritten: number;
-  private markTimer: NodeJS.Timeout | null = null;
-  private consumers = 0;
-  private closed = false;
+  readonly marks: ConsumerMarks;
 
   constructor(
     private readonly db: Database.Database,
@@ -64,22 +81,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   ) {
     super();
     this.setMaxListeners(0);
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS inbox (
-        account TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL, received_at INTEGER NOT NULL,
-        PRIMARY KEY (account, seq)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS inbox_head (
-        account TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL,
-        delivered INTEGER NOT NULL DEFAULT 0);
-    `);
-    const columns = db.prepare('PRAGMA table_info(inbox_head)').all() as { name: string }[];
-    if (!columns.some((c) => c.name === 'delivered')) {
-      // An inbox from before held messages: what it holds counts as given (no flood at the upgrade).
-      db.transaction(() => {
-        db.exec('ALTER TABLE inbox_head ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0');
-        db.exec('UPDATE inbox_head SET delivered = seq');
-      }).immediate();
-    }
+    migrate(db);
     db.prepare('INSERT OR IGNORE INTO inbox_head (account, epoch, seq) VALUES (?, ?, 0)').run(
       account,
       randomBytes(6).toString('hex'),
@@ -91,10 +93,8 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     };
     this.epoch = head.epoch;
     this.headSeq = head.seq;
-    this.deliveredSeq = Math.min(head.delivered, head.seq);
-    this.markWritten = this.deliveredSeq;
     this.stmts = {
-      insert: db.prepare('INSERT INTO inbox (account, seq, json, received_at) VALUES (?, ?, ?, ?)'),
+      insert: db.prepare('INSERT INTO inbox (account, seq, json, received_at, bytes) VALUES (?, ?, ?, ?, ?)'),
       setHead: db.prepare('UPDATE inbox_head SET seq = ? WHERE account = ?'),
       readHead: db.prepare('SELECT seq FROM inbox_head WHERE account = ?').pluck(),
       after: db.prepare(
@@ -103,77 +103,86 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
       pruneAge: db.prepare('DELETE FROM inbox WHERE account = ? AND received_at < ?'),
       pruneCount: db.prepare('DELETE FROM inbox WHERE account = ? AND seq <= ?'),
       count: db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck(),
-      setDelivered: db.prepare('UPDATE inbox_head SET delivered = ? WHERE account = ?'),
-      firstSince: db
-        .prepare('SELECT seq FROM inbox WHERE account = ? AND seq > ? AND received_at >= ? ORDER BY seq LIMIT 1')
+      bytes: db.prepare('SELECT COALESCE(SUM(bytes), 0) FROM inbox WHERE account = ?').pluck(),
+      // The newest seq from which on (older ones dropped) more than ? bytes are stored.
+      overBytes: db
+        .prepare(
+          `SELECT seq FROM (SELECT seq, SUM(bytes) OVER (ORDER BY seq DESC) AS total FROM inbox WHERE account = ?)
+           WHERE total > ? ORDER BY seq DESC LIMIT 1`,
+        )
         .pluck(),
+      // The first held message after a mark: newest `messages`, `bytes` in all, not older than a time.
+      firstHeld: db.prepare(
+        `SELECT seq, received_at AS receivedAt FROM (
+           SELECT seq, received_at, SUM(bytes) OVER (ORDER BY seq DESC) AS total FROM inbox
+           WHERE account = ? AND seq > ? AND received_at >= ?)
+         WHERE total <= ? ORDER BY seq LIMIT 1`,
+      ),
+      setFloor: db.prepare('UPDATE inbox_head SET delivered = ? WHERE account = ?'),
     };
+    this.storedBytes = this.stmts.bytes.get(account) as number;
+    this.marks = new ConsumerMarks(db, account, Math.min(head.delivered, head.seq), (seq) =>
+      this.stmts.setFloor.run(seq, account),
+    );
   }
 
   // ---- held messages ----------------------------------------------------------------------
 
-  /**
-   * Where a consumer that connects without Last-Event-ID starts: after the last message written to
-   * a consumer, so that what arrived while none was connected is given now, in order (bounded by
-   * the hold's age and count); at the present when holding is off.
-   */
-  heldStart(now = Date.now()): number {
-    if (!this.hold.enabled || this.deliveredSeq >= this.headSeq) return this.headSeq;
-    const from = Math.max(this.deliveredSeq, this.headSeq - this.hold.messages);
-    const first = this.stmts.firstSince.get(this.account, from, now - this.hold.hours * 3_600_000) as
-      | number
+  /** The first message held for `consumer` (its seq and arrival), or null when none is. */
+  private firstHeld(consumer: string, now: number): { seq: number; receivedAt: number } | null {
+    const mark = this.marks.mark(consumer);
+    if (!this.hold.enabled || mark >= this.headSeq) return null;
+    const from = Math.max(mark, this.headSeq - this.hold.messages);
+    const first = this.stmts.firstHeld.get(this.account, from, now - this.hold.hours * 3_600_000, this.hold.bytes) as
+      | { seq: number; receivedAt: number }
       | undefined;
-    return first === undefined ? this.headSeq : first - 1;
+    return first ?? null;
   }
 
-  /** The messages held for the next consumer. */
-  get held(): number {
-    return this.headSeq - this.heldStart();
+  /**
+   * Where `consumer` starts when it connects without Last-Event-ID: after the last message written
+   * to it, so that what arrived since is given now, in order (bounded by the hold's age, count and
+   * bytes); at the present when holding is off.
+   */
+  heldStart(consumer: string, now = Date.now()): number {
+    const first = this.firstHeld(consumer, now);
+    return first === null ? this.headSeq : first.seq - 1;
   }
 
-  /** A consumer wrote everything up to `seq`: it is not given again to one that connects later. */
-  markDelivered(seq: number): void {
-    if (seq <= this.deliveredSeq) return;
-    this.deliveredSeq = Math.min(seq, this.headSeq);
-    this.markTimer ??= setTimeout(() => this.flushMark(), MARK_WRITE_MS);
-    this.markTimer.unref?.();
+  /** The messages held for `consumer`. */
+  held(consumer: string): number {
+    return this.headSeq - this.heldStart(consumer);
   }
 
-  /** Writes the delivered mark now (when the last consumer leaves, and at close). */
-  flushMark(): void {
-    if (this.markTimer) clearTimeout(this.markTimer);
-    this.markTimer = null;
-    if (this.closed || this.markWritten === this.deliveredSeq) return;
-    try {
-      this.stmts.setDelivered.run(this.deliveredSeq, this.account);
-      this.markWritten = this.deliveredSeq;
-    } catch {
-      // The file is busy (another daemon writes it): tried again shortly.
-      this.markTimer = setTimeout(() => this.flushMark(), MARK_WRITE_MS);
-      this.markTimer.unref?.();
-    }
+  /** A connection of `consumer` opens (an SSE stream, a TCP connection receiving); `close` it when it goes. */
+  consumer(name: string): ConsumerHandle {
+    return this.marks.open(name, this.headSeq);
   }
 
-  /** Writes the delivered mark; the database is not touched again (it closes with the backend). */
-  close(): void {
-    this.flushMark();
-    this.closed = true;
-  }
-
-  /** A consumer (an SSE stream, a TCP connection receiving notifications); `close` when it goes. */
-  consumer(): HoldConsumer {
-    this.consumers++;
-    const markAtStart = this.deliveredSeq;
-    const openedAt = Date.now();
-    return new HoldConsumer(this, () => {
-      this.consumers--;
-      // A probe (gone within the grace, nobody else connected) takes nothing away: what it was
-      // written is held again for the next consumer.
-      if (this.consumers === 0 && Date.now() - openedAt < HOLD_GRACE_MS && this.deliveredSeq > markAtStart) {
-        this.deliveredSeq = markAtStart;
-      }
-      if (this.consumers === 0) this.flushMark();
+  /**
+   * Each consumer seen within the hold's period, connected or not, and each of `always` (seen or
+   * not yet), with what is held for it.
+   */
+  consumerStates(always: readonly string[] = [], now = Date.now()): ConsumerState[] {
+    const seen = this.marks.list();
+    const unseen = always
+      .filter((name) => !seen.some((c) => c.name === name))
+      .map((name) => ({ name, connections: 0, seenAt: null }));
+    return [...seen, ...unseen].map((c) => {
+      const first = this.firstHeld(c.name, now);
+      return {
+        name: c.name,
+        connections: c.connections,
+        held: first === null ? 0 : this.headSeq - first.seq + 1,
+        oldestHeldAgeS: first === null ? null : Math.max(0, Math.round((now - first.receivedAt) / 1000)),
+        lastSeenAt: c.seenAt,
+      };
     });
+  }
+
+  /** Writes the consumers' marks; the database is not touched again (it closes with the backend). */
+  close(): void {
+    this.marks.close();
   }
 
   /** The sequence number of the newest stored event (0 when none yet). */
@@ -198,8 +207,9 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
           seq += 1;
           const params: ReceiveParams = { envelope, account: this.account };
           const json = JSON.stringify(params);
-          this.stmts.insert.run(this.account, seq, json, now);
-          stored.push({ seq, json, receivedAt: now });
+          const bytes = Buffer.byteLength(json);
+          this.stmts.insert.run(this.account, seq, json, now, bytes);
+          stored.push({ seq, json, receivedAt: now, bytes });
         }
         if (stored.length > 0) this.stmts.setHead.run(seq, this.account);
         alsoInTransaction?.();
@@ -207,22 +217,57 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
       .immediate();
     if (stored.length > 0) {
       this.headSeq = stored[stored.length - 1]!.seq;
-      this.ring.push(...stored);
-      if (this.ring.length > RING_SIZE) this.ring.splice(0, this.ring.length - RING_SIZE);
+      for (const e of stored) this.remember(e);
+      if (this.storedBytes > this.retention.bytes) this.prune(now);
       this.emit('appended', this.headSeq);
     }
     return stored;
   }
 
-  /** Up to `limit` events after `seq`, oldest first. */
-  after(seq: number, limit = 256): InboxEvent[] {
+  /** Keeps a new event in memory: the newest RING_SIZE, RING_BYTES in all (a larger one is not kept). */
+  private remember(e: InboxEvent): void {
+    this.storedBytes += e.bytes;
+    if (e.bytes > RING_BYTES) {
+      this.ring = [];
+      this.ringBytes = 0;
+      return;
+    }
+    this.ring.push(e);
+    this.ringBytes += e.bytes;
+    let drop = 0;
+    while (this.ring.length - drop > RING_SIZE || this.ringBytes > RING_BYTES)
+      this.ringBytes -= this.ring[drop++]!.bytes;
+    if (drop > 0) this.ring.splice(0, drop);
+  }
+
+  /**
+   * Events after `seq`, oldest first: at most `limit` of them and, past the first, at most
+   * `maxBytes` of JSON in all (the first is always given, whatever its size).
+   */
+  after(seq: number, limit = 256, maxBytes = 1024 * 1024): InboxEvent[] {
     if (seq >= this.headSeq) return [];
+    const out: InboxEvent[] = [];
+    let bytes = 0;
     const first = this.ring[0];
     if (first && seq >= first.seq - 1) {
-      const start = seq - first.seq + 1;
-      return this.ring.slice(start, start + limit);
+      for (let i = seq - first.seq + 1; i < this.ring.length && out.length < limit; i++) {
+        const e = this.ring[i]!;
+        if (out.length > 0 && bytes + e.bytes > maxBytes) break;
+        out.push(e);
+        bytes += e.bytes;
+      }
+      return out;
     }
-    return this.stmts.after.all(this.account, seq, limit) as InboxEvent[];
+    // Rows are read one by one, so a batch of large messages is never all in memory at once.
+    for (const row of this.stmts.after.iterate(this.account, seq, limit) as IterableIterator<
+      Omit<InboxEvent, 'bytes'>
+    >) {
+      const size = Buffer.byteLength(row.json);
+      if (out.length > 0 && bytes + size > maxBytes) break;
+      out.push({ ...row, bytes: size });
+      bytes += size;
+    }
+    return out;
   }
 
   /** The SSE id of an event. */
@@ -232,10 +277,11 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
 
   /**
    * The sequence number to replay after, from a Last-Event-ID: `EPOCH.SEQ` from this inbox, or a
-   * bare number; without one, where the held messages start (see heldStart). An id from another epoch (the inbox was recreated) replays everything retained.
+   * bare number; without one, where the held messages of `consumer` start (see heldStart). An id
+   * from another epoch (the inbox was recreated) replays everything retained.
    */
-  cursorFrom(lastEventId: string | undefined): number {
-    if (lastEventId === undefined || lastEventId.trim() === '') return this.heldStart();
+  cursorFrom(lastEventId: string | undefined, consumer: string): number {
+    if (lastEventId === undefined || lastEventId.trim() === '') return this.heldStart(consumer);
     const m = /^(?:([0-9a-f]+)\.)?(\d{1,15})$/.exec(lastEventId.trim());
     if (!m) return this.headSeq;
     const cursor = m[1] !== undefined && m[1] !== this.epoch ? 0 : Math.min(Number(m[2]), this.headSeq);
@@ -244,17 +290,30 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     return cursor;
   }
 
-  /** Drops events older than the retention period and beyond the retained count. */
+  /**
+   * Drops events older than the retention period, beyond the retained count and beyond the
+   * retained bytes (the oldest first); forgets consumers not seen for the hold's period.
+   */
   prune(now = Date.now()): number {
-    const byAge = this.stmts.pruneAge.run(this.account, now - this.retention.hours * 3_600_000).changes;
-    const byCount = this.stmts.pruneCount.run(this.account, this.headSeq - this.retention.messages).changes;
-    const dropped = byAge + byCount;
-    if (dropped > 0) {
-      const firstKept = this.ring.findIndex((e) => e.receivedAt >= now - this.retention.hours * 3_600_000);
-      this.ring = firstKept < 0 ? [] : this.ring.slice(firstKept);
-      this.ring = this.ring.filter((e) => e.seq > this.headSeq - this.retention.messages);
+    const since = now - this.retention.hours * 3_600_000;
+    let dropped = this.stmts.pruneAge.run(this.account, since).changes;
+    dropped += this.stmts.pruneCount.run(this.account, this.headSeq - this.retention.messages).changes;
+    if (dropped > 0 || this.storedBytes > this.retention.bytes) {
+      const cut = this.stmts.overBytes.get(this.account, this.retention.bytes) as number | undefined;
+      if (cut !== undefined) dropped += this.stmts.pruneCount.run(this.account, cut).changes;
+      this.storedBytes = this.stmts.bytes.get(this.account) as number;
+      const oldest = Math.max(this.headSeq - this.retention.messages, cut ?? 0);
+      const kept = this.ring.filter((e) => e.receivedAt >= since && e.seq > oldest);
+      this.ring = kept;
+      this.ringBytes = kept.reduce((n, e) => n + e.bytes, 0);
     }
+    this.marks.forget(now - this.hold.hours * 3_600_000);
     return dropped;
+  }
+
+  /** Bytes of JSON stored for this account. */
+  get bytes(): number {
+    return this.storedBytes;
   }
 
   get size(): number {
@@ -262,23 +321,33 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   }
 }
 
-/** One consumer's part in held messages: it tells the inbox what it was written. */
-export class HoldConsumer {
-  private closed = false;
-
-  constructor(
-    private readonly inbox: Inbox,
-    private readonly onClose: () => void,
-  ) {}
-
-  /** Everything up to `seq` was written to this consumer. */
-  wrote(seq: number): void {
-    this.inbox.markDelivered(seq);
+/** Creates the inbox's tables, and brings an older file up to date. */
+function migrate(db: Database.Database): void {
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS inbox (
+      account TEXT NOT NULL, seq INTEGER NOT NULL, json TEXT NOT NULL, received_at INTEGER NOT NULL,
+      bytes INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (account, seq)) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS inbox_head (
+      account TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL,
+      delivered INTEGER NOT NULL DEFAULT 0);
+  `);
+  const has = (table: string, column: string) =>
+    (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).some((c) => c.name === column);
+  if (!has('inbox_head', 'delivered')) {
+    // An inbox from before held messages: what it holds counts as given (no flood at the upgrade).
+    db.transaction(() => {
+      db.exec('ALTER TABLE inbox_head ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0');
+      db.exec('UPDATE inbox_head SET delivered = seq');
+    }).immediate();
   }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.onClose();
+  if (!has('inbox', 'bytes')) {
+    // An inbox from before byte bounds: each message's size is counted once.
+    db.transaction(() => {
+      db.exec('ALTER TABLE inbox ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0');
+      db.exec('UPDATE inbox SET bytes = length(CAST(json AS BLOB))');
+    }).immediate();
   }
+  // Sizes and times without reading the messages (byte bounds, held counts).
+  db.exec('CREATE INDEX IF NOT EXISTS inbox_sizes ON inbox (account, seq, bytes, received_at)');
 }

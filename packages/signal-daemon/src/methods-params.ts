@@ -63,7 +63,7 @@ const NO_SERVER = { captcha: one('string'), voice: one('boolean') } as const;
 
 export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
   version: {},
-  subscribeReceive: {},
+  subscribeReceive: { consumer: one('string') },
   unsubscribeReceive: { subscription: one('integer') },
   subscribeCallEvents: {},
   unsubscribeCallEvents: { subscription: one('integer') },

@@ -33,8 +33,8 @@ export interface DaemonGauges {
   readonly inboxSize: number;
   /** The sequence number of the newest message in the inbox. */
   readonly inboxHead: number;
-  /** Messages held for a consumer: arrived while none was connected, kept for the next one. */
-  readonly held: number;
+  /** Bytes of message JSON kept in the inbox. */
+  readonly inboxBytes: number;
 }
 
 const BACKEND_STATES = ['serving', 'starting', 'down'] as const;
@@ -138,10 +138,23 @@ export class DaemonMetrics {
         { value: s.backend.state === 'serving' ? 1 : 0 },
       ]),
       gauge('vigil_daemon_inbox_messages', 'Messages kept in the inbox for replay.', [{ value: g.inboxSize }]),
+      gauge('vigil_daemon_inbox_bytes', 'Bytes of messages kept in the inbox for replay.', [{ value: g.inboxBytes }]),
       gauge(
         'vigil_daemon_held_messages',
-        'Messages held for a consumer: arrived while none was connected, waiting for the next one (0 with --hold off).',
-        [{ value: g.held }],
+        'Messages held for each consumer: arrived since its last read, waiting for it (0 with --hold off).',
+        s.consumers.list.map((c) => ({ labels: { consumer: c.name }, value: c.held })),
+      ),
+      gauge(
+        'vigil_daemon_held_oldest_age_seconds',
+        'Age of the oldest message held for each consumer (absent when none is held).',
+        s.consumers.list.flatMap((c) =>
+          c.oldestHeldAgeS === null ? [] : [{ labels: { consumer: c.name }, value: c.oldestHeldAgeS }],
+        ),
+      ),
+      gauge(
+        'vigil_daemon_consumer_connections',
+        'Open connections (SSE streams, TCP connections) of each consumer; 0 while it is away.',
+        s.consumers.list.map((c) => ({ labels: { consumer: c.name }, value: c.connections })),
       ),
       gauge('vigil_daemon_inbox_head', 'Sequence number of the newest message in the inbox.', [{ value: g.inboxHead }]),
       gauge(

@@ -83,16 +83,18 @@ describe('held messages, with real processes', () => {
       second.es.close();
       await until('the stream is gone', async () => (await consumers(a.http!)).sse === 0);
 
-      // Nobody listens again; a probe that connects and leaves at once takes nothing away.
+      // Nobody listens again; a probe that subscribes and leaves at once takes nothing away.
       for (const m of ['m8', 'm9']) await send(m);
       await until('m8, m9 stored', () => count() === 9);
       const probe = await TcpClient.connect(a.tcp!);
+      expect(await probe.call('subscribeReceive', undefined, 'p')).toMatchObject({ id: 'p', result: 0 });
       probe.close();
       await until('the probe is gone', async () => (await consumers(a.http!)).tcp === 0);
-      // The next TCP consumer gets m8 and m9 as receive notifications, nothing before them.
+      // The next TCP consumer (subscribeReceive) gets its answer, then m8 and m9, nothing before them.
       const tcp = await TcpClient.connect(a.tcp!);
+      expect(await tcp.call('subscribeReceive', undefined, 's')).toMatchObject({ id: 's', result: 0 });
       const notes = [await tcp.next(), await tcp.next()];
-      expect(notes.map((n) => [n.method, n.params.envelope.dataMessage.message])).toEqual([
+      expect(notes.map((n) => [n.method, n.params.result.envelope.dataMessage.message])).toEqual([
         ['receive', 'm8'],
         ['receive', 'm9'],
       ]);
@@ -101,12 +103,14 @@ describe('held messages, with real processes', () => {
       tcp.close();
       await until('the connection is gone', async () => (await consumers(a.http!)).tcp === 0);
 
-      // Given once: the next consumer gets nothing old; Last-Event-ID still replays everything.
+      // Each consumer has its own mark: the tcp consumer's reads take nothing from the sse consumer,
+      // which read m1..m7 itself and now gets m8 and m9, once; Last-Event-ID still replays everything.
       const third = await SseClient.open(a.http!);
+      await third.waitFor(2);
       const replay = await SseClient.open(a.http!, '0');
       await replay.waitFor(9);
       await sleep(300);
-      expect(third.events).toEqual([]);
+      expect(third.events.map((e) => JSON.parse(e.data).envelope.dataMessage.message)).toEqual(['m8', 'm9']);
       expect(replay.events.map((e) => JSON.parse(e.data).envelope.dataMessage.message)).toEqual([
         'm1',
         'm2',
@@ -136,7 +140,7 @@ describe('held messages, bounds and switch', () => {
     try {
       for (const m of ['h1', 'h2', 'h3']) await rpc(b.http!, 'send', { recipient: A, message: m });
       await until('stored', () => bounded.inbox.head === 3);
-      expect(bounded.inbox.held).toBe(2);
+      expect(bounded.inbox.held('sse')).toBe(2);
       const sse = await SseClient.open(bounded.http!);
       await sse.waitFor(2);
       await sleep(200);
@@ -148,7 +152,7 @@ describe('held messages, bounds and switch', () => {
       try {
         await rpc(b.http!, 'send', { recipient: A, message: 'h4' });
         await until('stored', () => off.inbox.head === 4);
-        expect(off.inbox.held).toBe(0);
+        expect(off.inbox.held('sse')).toBe(0);
         const s2 = await SseClient.open(off.http!);
         await sleep(300);
         expect(s2.events).toEqual([]);

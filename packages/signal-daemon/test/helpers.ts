@@ -106,9 +106,10 @@ export class TcpClient {
     socket.on('error', () => {});
   }
 
-  static connect(addr: HostPort): Promise<TcpClient> {
+  /** Connects, from `localAddress` when given (e.g. 127.0.0.2, the relay's default source). */
+  static connect(addr: HostPort, localAddress?: string): Promise<TcpClient> {
     return new Promise((resolve, reject) => {
-      const s = connect({ host: addr.host, port: addr.port }, () => resolve(new TcpClient(s)));
+      const s = connect({ host: addr.host, port: addr.port, localAddress }, () => resolve(new TcpClient(s)));
       s.once('error', reject);
     });
   }
@@ -166,12 +167,14 @@ export class SseClient {
   private req: ReturnType<typeof request> | null = null;
   ended = false;
 
-  static open(addr: HostPort, lastEventId?: string): Promise<SseClient> {
+  /** Opens a stream, with a Last-Event-ID header and a query (e.g. `consumer=agent`) when given. */
+  static open(addr: HostPort, lastEventId?: string, query?: string): Promise<SseClient> {
     const c = new SseClient();
     return new Promise((resolve, reject) => {
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
-      c.req = request({ host: addr.host, port: addr.port, path: '/api/v1/events', headers, agent: false }, (res) => {
+      const path = `/api/v1/events${query === undefined ? '' : `?${query}`}`;
+      c.req = request({ host: addr.host, port: addr.port, path, headers, agent: false }, (res) => {
         c.status = res.statusCode ?? 0;
         c.headers = res.headers;
         res.setEncoding('utf8');

@@ -248,6 +248,7 @@ describe('the last resort: a bug in one request', () => {
       idleTimeoutMs: 0,
       receiveMode: 'manual',
       inbox,
+      relaySources: new Set<string>(),
       dispatcher,
       invoke: () => () => null,
       logger,

@@ -100,11 +100,11 @@ describe('the metrics listener', () => {
     expect(metricValue(text, 'vigil_daemon_messages_received_total')).toBe(3);
   });
 
-  it('gauges the messages held for a consumer: those that arrived while none was connected, until one takes them', async () => {
+  it('gauges the messages held for each consumer: those that arrived since its last read, until it takes them', async () => {
     const C = '+15550000006';
     const c = await startDaemon(tmp.dir, C, { metrics: { host: '127.0.0.1', port: 0 }, hold: true });
     try {
-      expect(metricValue(await scrape(c.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+      expect(metricValue(await scrape(c.metrics!), 'vigil_daemon_held_messages', { consumer: 'sse' })).toBe(0);
       for (const message of ['held one', 'held two']) {
         expect((await rpc(b.http!, 'send', { recipient: [C], message })).result.results[0].type).toBe('SUCCESS');
       }
@@ -113,14 +113,19 @@ describe('the metrics listener', () => {
         await new Promise((r) => setTimeout(r, 50));
         text = await scrape(c.metrics!);
       }
-      expect(metricValue(text, 'vigil_daemon_held_messages')).toBe(2);
+      expect(metricValue(text, 'vigil_daemon_held_messages', { consumer: 'sse' })).toBe(2);
+      expect(metricValue(text, 'vigil_daemon_held_oldest_age_seconds', { consumer: 'sse' })).toBeGreaterThanOrEqual(0);
+      expect(metricValue(text, 'vigil_daemon_consumer_connections', { consumer: 'sse' })).toBe(0);
       // The next consumer takes them: none held any more.
       const sse = await SseClient.open(c.http!);
       await sse.waitFor(2);
-      expect(metricValue(await scrape(c.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+      text = await scrape(c.metrics!);
+      expect(metricValue(text, 'vigil_daemon_held_messages', { consumer: 'sse' })).toBe(0);
+      expect(metricValue(text, 'vigil_daemon_held_oldest_age_seconds', { consumer: 'sse' })).toBeUndefined();
+      expect(metricValue(text, 'vigil_daemon_consumer_connections', { consumer: 'sse' })).toBe(1);
       sse.close();
       // The gauge of a daemon that holds nothing stays 0 whatever arrives.
-      expect(metricValue(await scrape(a.metrics!), 'vigil_daemon_held_messages')).toBe(0);
+      expect(metricValue(await scrape(a.metrics!), 'vigil_daemon_held_messages', { consumer: 'sse' })).toBe(0);
     } finally {
       await c.close();
     }

@@ -143,7 +143,11 @@ describe('HTTP transport', () => {
       account: A,
       backend: { kind: 'local', state: 'serving' },
       uptimeS: expect.any(Number),
-      consumers: { sse: 0, tcp: 0 },
+      consumers: {
+        sse: 0,
+        tcp: 0,
+        list: [{ name: 'sse', connected: false, connections: 0, held: 0, oldestHeldAgeS: null, lastSeenAt: null }],
+      },
       lastOutboundSendAt: null,
       lastInboundMessageAt: null,
     });

@@ -2,6 +2,8 @@
  * The stack's commands: `start`, `stop`, `restart`, `status`, `logs`. Each is a commander Command
  * that `cli.ts` adds to the program; they read `--home` from the program's options.
  */
+
+import { type ConsumerStatus, type DaemonStatus, formatHostPort, type HostPort } from '@vigil/shared-types';
 import { Command, Option } from 'commander';
 import {
   parseStackOptions,
@@ -107,6 +109,20 @@ export function restartCommand(): Command {
     });
 }
 
+/** The daemon's consumers, from its JSON check (2 s at most); null when it does not answer. */
+async function daemonConsumers(addr: HostPort): Promise<readonly ConsumerStatus[] | null> {
+  try {
+    const res = await fetch(`http://${formatHostPort(addr)}/api/v1/check`, {
+      headers: { accept: 'application/json' },
+      signal: AbortSignal.timeout(2000),
+    });
+    const body = (await res.json()) as Partial<DaemonStatus>;
+    return Array.isArray(body.consumers?.list) ? body.consumers.list : null;
+  } catch {
+    return null;
+  }
+}
+
 export function statusCommand(): Command {
   return new Command('status')
     .summary('one screen: each service, pid, uptime, restarts; the last guardian event and health result')
@@ -120,6 +136,7 @@ export function statusCommand(): Command {
         guardian: lastGuardianEvent(paths),
         health: lastHealthReport(paths),
         statusPage: statusPageUrl(paths),
+        consumers: reply.daemonHttp ? await daemonConsumers(reply.daemonHttp) : undefined,
       };
       if (opts.json) out(JSON.stringify(status));
       else for (const line of statusScreen(status, paths.home)) out(line);

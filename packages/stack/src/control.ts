@@ -3,7 +3,9 @@
  * one JSON reply per line, then the connection ends. `vigil status|start|stop|restart` are its
  * clients; so are the guardian and the health check, through `vigil` as their service manager.
  */
+
 import { createConnection, createServer, type Server } from 'node:net';
+import type { HostPort } from '@vigil/shared-types';
 import { removeFile } from '@vigil/shared-types/node';
 import { ControlError, NoStackError } from './errors.js';
 import type { ServiceName } from './services.js';
@@ -50,6 +52,8 @@ export type ControlReply =
       readonly ok: true;
       readonly services?: readonly ServiceStatus[];
       readonly supervisor?: SupervisorStatus;
+      /** The daemon's HTTP listener (status: its consumers are read there). */
+      readonly daemonHttp?: HostPort;
       readonly pid?: number;
     }
   | { readonly ok: false; readonly error: string };

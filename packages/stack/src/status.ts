@@ -1,9 +1,9 @@
 /**
  * `vigil status`: one screen for the whole stack — each service with its state, pid, uptime,
- * restarts and last exit; the guardian's last event; the last health-check result. `--json`: the
- * same as one JSON object.
+ * restarts and last exit; the guardian's last event; the last health-check result; one line per
+ * consumer of the daemon's messages. `--json`: the same as one JSON object.
  */
-import { HealthExit, type HealthReport, lineTime } from '@vigil/shared-types';
+import { type ConsumerStatus, HealthExit, type HealthReport, lineTime } from '@vigil/shared-types';
 import { readTextOrNull } from '@vigil/shared-types/node';
 import type { ServiceStatus, SupervisorStatus } from './control.js';
 import { lastLines } from './logs.js';
@@ -19,6 +19,8 @@ export interface StackStatus {
   readonly health: HealthReport | null;
   /** The status page's address while it runs (run/status-page.json), else null. */
   readonly statusPage?: string | null;
+  /** The daemon's consumers (its /api/v1/check); null: the daemon did not answer; absent: not asked. */
+  readonly consumers?: readonly ConsumerStatus[] | null;
 }
 
 function lastJson<T>(file: string, accept: (v: Record<string, unknown>) => boolean): T | null {
@@ -91,6 +93,14 @@ export function describeHealthReport(r: HealthReport, now: number): string {
   return `${what} (exit ${r.exitCode})${ago(typeof r.ts === 'number' ? r.ts : null, now)}${detail.length ? `: ${detail.join('; ')}` : ''}`;
 }
 
+/** "sse connected, 0 held" or "relay away (last seen 3 min ago), 12 held, oldest 41 s". */
+export function describeConsumer(c: ConsumerStatus, now: number): string {
+  const seen = c.lastSeenAt === null ? 'never connected' : `last seen ${duration((now - c.lastSeenAt) / 1000)} ago`;
+  const state = c.connected ? `connected${c.connections > 1 ? ` (${c.connections})` : ''}` : `away (${seen})`;
+  const oldest = c.oldestHeldAgeS === null ? '' : `, oldest ${duration(c.oldestHeldAgeS)}`;
+  return `${c.name} ${state}, ${c.held} held${oldest}`;
+}
+
 function lastExitText(s: ServiceStatus): string {
   if (!s.lastExit) return '-';
   const how = s.lastExit.signal ?? `exit ${s.lastExit.code}`;
@@ -123,6 +133,11 @@ export function statusScreen(status: StackStatus, home: string, now: number = Da
     '',
     `  guardian:  ${status.guardian ? describeGuardianEvent(status.guardian, now) : 'no event yet'}`,
     `  health:    ${status.health ? describeHealthReport(status.health, now) : 'no health check has run yet'}`,
+    ...(status.consumers === undefined
+      ? []
+      : status.consumers === null
+        ? ['  consumer:  the daemon did not answer']
+        : status.consumers.map((c) => `  consumer:  ${describeConsumer(c, now)}`)),
     `  page:      ${status.statusPage ?? 'the status page is not running'}`,
   ];
 }

@@ -258,10 +258,12 @@ export class Supervisor {
   async handle(request: ControlRequest): Promise<ControlReply> {
     const { action } = request;
     if (action === 'status') {
+      const daemonReady = this.specs['signal-daemon'].ready;
       return {
         ok: true,
         services: this.status(),
         supervisor: { pid: process.pid, home: this.paths.home, startedAt: this.startedAt },
+        ...(daemonReady.kind === 'http' ? { daemonHttp: daemonReady.addr } : {}),
       };
     }
     if (action !== 'start' && action !== 'stop' && action !== 'restart') {

@@ -83,6 +83,34 @@ describe('vigil status', () => {
     ]);
   });
 
+  it('one line per consumer of the daemon: connected or away, held count, oldest held', () => {
+    const base = {
+      supervisor: { pid: 42, home: '/h', startedAt: iso(60) },
+      services: [],
+      guardian: null,
+      health: null,
+    };
+    const lines = statusScreen(
+      {
+        ...base,
+        consumers: [
+          { name: 'sse', connected: true, connections: 1, held: 0, oldestHeldAgeS: null, lastSeenAt: NOW },
+          { name: 'relay', connected: false, connections: 0, held: 12, oldestHeldAgeS: 41, lastSeenAt: NOW - 180_000 },
+          { name: 'agent', connected: false, connections: 0, held: 3, oldestHeldAgeS: 5, lastSeenAt: null },
+        ],
+      },
+      '/h',
+      NOW,
+    );
+    expect(lines.slice(-3)).toEqual([
+      '  consumer:  sse connected, 0 held',
+      '  consumer:  relay away (last seen 3 min ago), 12 held, oldest 41 s',
+      '  consumer:  agent away (never connected), 3 held, oldest 5 s',
+    ]);
+    expect(statusScreen({ ...base, consumers: null }, '/h', NOW).at(-1)).toBe('  consumer:  the daemon did not answer');
+    expect(statusScreen(base, '/h', NOW).at(-1)).toMatch(/^ {2}health:/);
+  });
+
   it('a warning event names its level; a health check that repaired or failed names the checks', () => {
     expect(describeGuardianEvent({ ts: NOW / 1000 - 1, level: 'warn', event: 'probe_fail', consecutive: 1 }, NOW)).toBe(
       'probe_fail (warn) 1 s ago: consecutive 1',

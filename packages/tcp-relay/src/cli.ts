@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import {
   ConfigError,
   envVarFor,
@@ -28,6 +29,20 @@ function envSwitch(name: string): boolean {
   throw new ConfigError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
 }
 
+/** `--source-address`: an IP address, or `none`. */
+function sourceAddress(text: string): string {
+  if (text === 'none' || isIP(text) !== 0) return text;
+  throw new Error(`expected an IP address or none, got ${JSON.stringify(text)}`);
+}
+
+/**
+ * The relay connects to a daemon on 127.0.0.1 from 127.0.0.2 (every 127/8 address is the
+ * loopback interface on Linux): the daemon's default --relay-source, so it knows the VM consumer.
+ */
+function defaultSource(targetHost: string): string | null {
+  return process.platform === 'linux' && targetHost === '127.0.0.1' ? '127.0.0.2' : null;
+}
+
 const seconds = secondsFlag(0, 'expected a number of seconds');
 const count = intFlag(1, 'expected a positive integer');
 const countOrZero = intFlag(0, 'expected an integer of at least 0');
@@ -49,6 +64,12 @@ const program = new Command(BIN)
     opt('--target <addr>', "the daemon's TCP listener")
       .argParser(flagParser((t) => parseHostPort(t)))
       .default(RELAY_TARGET, formatHostPort(RELAY_TARGET)),
+  )
+  .addOption(
+    opt(
+      '--source-address <addr>',
+      'connect to the target from this local address, or none (default: 127.0.0.2 on Linux when the target is 127.0.0.1)',
+    ).argParser(flagParser(sourceAddress)),
   )
   .addOption(
     opt('--allow <cidrs>', "sources allowed, comma-separated CIDRs (default: the link's /24 and loopback)").argParser(
@@ -110,6 +131,12 @@ const program = new Command(BIN)
     const relay = await startRelay({
       listen: o.listen,
       target: o.target,
+      sourceAddress:
+        o.sourceAddress === undefined
+          ? defaultSource(o.target.host)
+          : o.sourceAddress === 'none'
+            ? null
+            : o.sourceAddress,
       allow: o.allow ?? defaultAllow(o.listen.host),
       maxConnections: o.maxConnections,
       connectTimeoutMs: o.connectTimeout * 1000,

@@ -6,7 +6,10 @@ import { GuestLines, type Refusal } from './guest-lines.js';
 import type { RelayConfig } from './relay.js';
 
 /** What a connection needs of the relay's configuration. */
-export type PairConfig = Pick<RelayConfig, 'target' | 'connectTimeoutMs' | 'idleTimeoutMs' | 'maxLineBytes' | 'logger'>;
+export type PairConfig = Pick<
+  RelayConfig,
+  'target' | 'sourceAddress' | 'connectTimeoutMs' | 'idleTimeoutMs' | 'maxLineBytes' | 'logger'
+>;
 
 /**
  * One relayed connection: the guest's socket and its own connection to the target. Bytes go both
@@ -73,8 +76,14 @@ export class Pair {
   }
 
   private connect(): void {
-    const { target, connectTimeoutMs } = this.config;
-    const up = netConnect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
+    const { target, connectTimeoutMs, sourceAddress } = this.config;
+    const up = netConnect({
+      host: target.host,
+      port: target.port,
+      allowHalfOpen: true,
+      noDelay: true,
+      ...(sourceAddress ? { localAddress: sourceAddress } : {}),
+    });
     this.upstream = up;
     const timer = setTimeout(
       () => this.destroy(`target did not accept within ${connectTimeoutMs} ms`),

@@ -10,6 +10,11 @@ import { Pair } from './pair.js';
 export interface RelayConfig {
   readonly listen: HostPort;
   readonly target: HostPort;
+  /**
+   * The local address the relay connects to the target from (the daemon knows the relay's
+   * connections by it: they are its `relay` consumer); null: the system's choice.
+   */
+  readonly sourceAddress?: string | null;
   /** Sources allowed to connect. */
   readonly allow: readonly Cidr[];
   readonly maxConnections: number;

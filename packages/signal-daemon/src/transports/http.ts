@@ -14,12 +14,19 @@ import {
   SSE_KEEPALIVE_S,
   SSE_RECEIVE_EVENT,
 } from '@vigil/shared-types';
-import type { HoldConsumer, Inbox } from '../inbox.js';
+import { type ConsumerHandle, consumerNameError, SSE_CONSUMER } from '../consumers.js';
+import type { Inbox, InboxEvent } from '../inbox.js';
 import { type Dispatcher, type Invoke, type Reply, settle } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
-const SSE_HIGH_WATER = 1024 * 1024;
+const SSE_HIGH_WATER = 256 * 1024;
+/** Events read from the inbox at a time: at most this many, and this many bytes (past the first). */
 const PULL = 256;
+const PULL_BYTES = 256 * 1024;
+/** Written at most per write: a larger event goes in pieces of this many characters. */
+const PIECE = 64 * 1024;
+/** Written at most per stream per turn of the event loop. */
+const TURN_BYTES = 256 * 1024;
 
 export interface HttpOptions {
   readonly bindHost: string;
@@ -29,6 +36,8 @@ export interface HttpOptions {
   readonly maxStreams: number;
   readonly keepaliveMs?: number;
   readonly inbox: Inbox;
+  /** The consumer names a stream may give (`?consumer=`). */
+  readonly consumers: ReadonlySet<string>;
   readonly dispatcher: Dispatcher;
   readonly invoke: Invoke;
   /** 200 (true) or 503 (false) for /api/v1/check. */
@@ -220,9 +229,20 @@ export class HttpTransport {
       return;
     }
     const header = req.headers['last-event-id'];
-    const query = new URLSearchParams(req.url?.split('?')[1] ?? '').get('lastEventId') ?? undefined;
-    const cursor = this.o.inbox.cursorFrom(typeof header === 'string' ? header : query);
-    const stream = new SseStream(res, this.o.inbox, cursor, this.o.keepaliveMs ?? SSE_KEEPALIVE_S * 1000);
+    const query = new URLSearchParams(req.url?.split('?')[1] ?? '');
+    const name = query.get('consumer') ?? SSE_CONSUMER;
+    const bad = consumerNameError(name, this.o.consumers);
+    if (bad) {
+      plain(res, 400, `Bad Request: ${bad}`);
+      req.resume();
+      return;
+    }
+    const cursor = this.o.inbox.cursorFrom(
+      typeof header === 'string' ? header : (query.get('lastEventId') ?? undefined),
+      name,
+    );
+    const consumer = this.o.inbox.consumer(name);
+    const stream = new SseStream(res, this.o.inbox, cursor, consumer, this.o.keepaliveMs ?? SSE_KEEPALIVE_S * 1000);
     this.streams.add(stream);
     res.on('close', () => this.streams.delete(stream));
   }
@@ -234,19 +254,27 @@ export class HttpTransport {
 
 /**
  * One SSE client: every stored event after its cursor, in order, each with its id; a comment
- * every keep-alive period. Reads from the inbox only while the client keeps up, so a slow
- * client costs no memory and misses nothing.
+ * every keep-alive period. Streamed, never built into one string: events are read from the inbox
+ * a bounded number of bytes at a time, only while the client keeps up (at most SSE_HIGH_WATER
+ * bytes wait in the socket), and an event larger than a piece is written piece by piece as the
+ * client reads; each turn writes at most TURN_BYTES, so many replays share the event loop with
+ * everything else. A slow or stalled client costs a bounded buffer and misses nothing.
  */
 export class SseStream {
   private readonly timer: NodeJS.Timeout;
   private readonly onAppended = () => this.pump();
   private closed = false;
-  private readonly consumer: HoldConsumer;
+  /** Read from the inbox, not yet written. */
+  private queue: InboxEvent[] = [];
+  /** The event being written in pieces: its text and how much of it is written. */
+  private current: { seq: number; text: string; at: number } | null = null;
+  private again: NodeJS.Immediate | null = null;
 
   constructor(
     private readonly res: ServerResponse,
     private readonly inbox: Inbox,
     private cursor: number,
+    private readonly consumer: ConsumerHandle,
     keepaliveMs: number,
   ) {
     res.writeHead(200, {
@@ -258,30 +286,67 @@ export class SseStream {
     res.flushHeaders();
     res.socket?.setNoDelay(true);
     this.timer = setInterval(() => {
-      if (res.writableLength < SSE_HIGH_WATER) res.write(':\n\n');
+      // Not inside an event written in pieces: a comment there would corrupt it.
+      if (res.writableLength < SSE_HIGH_WATER && this.current === null) res.write(':\n\n');
     }, keepaliveMs);
     this.timer.unref();
-    this.consumer = inbox.consumer();
     inbox.on('appended', this.onAppended);
     res.on('drain', this.onAppended);
     res.on('close', () => this.dispose());
     this.pump();
   }
 
-  private pump(): void {
-    while (!this.closed && this.cursor < this.inbox.head && this.res.writableLength < SSE_HIGH_WATER) {
-      const events = this.inbox.after(this.cursor, PULL);
-      if (events.length === 0) {
+  /** The next event to write, or the rest of the one under way (null: none now). */
+  private next(): { seq: number; text: string; at: number } | null {
+    if (this.current) return this.current;
+    if (this.queue.length === 0) {
+      if (this.cursor >= this.inbox.head) return null;
+      this.queue = this.inbox.after(this.cursor, PULL, PULL_BYTES);
+      if (this.queue.length === 0) {
         this.cursor = this.inbox.head; // the rest was pruned by retention
-        return;
+        return null;
       }
-      let chunk = '';
-      for (const e of events) {
-        chunk += `id:${this.inbox.eventId(e.seq)}\nevent:${SSE_RECEIVE_EVENT}\ndata:${e.json}\n\n`;
+    }
+    const e = this.queue.shift()!;
+    this.current = {
+      seq: e.seq,
+      text: `id:${this.inbox.eventId(e.seq)}\nevent:${SSE_RECEIVE_EVENT}\ndata:${e.json}\n\n`,
+      at: 0,
+    };
+    return this.current;
+  }
+
+  private pump(): void {
+    if (this.closed || this.again) return;
+    let spent = 0;
+    let out = '';
+    const start = this.cursor;
+    const flush = () => {
+      if (out.length === 0) return;
+      this.res.write(out);
+      out = '';
+    };
+    while (!this.closed && spent < TURN_BYTES && this.res.writableLength + out.length < SSE_HIGH_WATER) {
+      const e = this.next();
+      if (!e) break;
+      const piece = e.at === 0 && e.text.length <= PIECE ? e.text : e.text.slice(e.at, e.at + PIECE);
+      out += piece;
+      spent += piece.length;
+      e.at += piece.length;
+      if (out.length >= PIECE) flush();
+      if (e.at >= e.text.length) {
+        this.current = null;
         this.cursor = e.seq;
       }
-      this.res.write(chunk);
-      this.consumer.wrote(this.cursor);
+    }
+    flush();
+    if (this.cursor > start) this.consumer.wrote(this.cursor);
+    // More to write and the client keeps up: the rest in a later turn (others are served between).
+    if (!this.closed && spent >= TURN_BYTES && this.res.writableLength < SSE_HIGH_WATER) {
+      this.again = setImmediate(() => {
+        this.again = null;
+        this.pump();
+      });
     }
   }
 
@@ -292,6 +357,9 @@ export class SseStream {
   private dispose(): void {
     this.closed = true;
     clearInterval(this.timer);
+    if (this.again) clearImmediate(this.again);
+    this.queue = [];
+    this.current = null;
     this.inbox.off('appended', this.onAppended);
     this.consumer.close();
   }

@@ -12,15 +12,17 @@ import {
   rpcError,
 } from '@vigil/shared-types';
 import type { ReceiveMode } from '../config.js';
-import type { HoldConsumer, Inbox } from '../inbox.js';
+import { type ConsumerHandle, RELAY_CONSUMER, TCP_CONSUMER } from '../consumers.js';
+import type { Inbox } from '../inbox.js';
 import { type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
 const WRITE_HIGH_WATER = 1024 * 1024;
 /** Stop reading a connection with this many calls under way. */
 const MAX_IN_FLIGHT = 256;
-/** Events written per pull from the inbox. */
+/** Events written per pull from the inbox: at most this many, and this many bytes (past the first). */
 const PULL = 256;
+const PULL_BYTES = 256 * 1024;
 
 export interface TcpOptions {
   readonly maxLineBytes: number;
@@ -31,6 +33,11 @@ export interface TcpOptions {
   readonly idleTimeoutMs: number;
   readonly receiveMode: ReceiveMode;
   readonly inbox: Inbox;
+  /**
+   * Source addresses of the relay: every connection from one is the relay consumer (held
+   * messages first in on-start mode); from any other, on-start notifications start at the present.
+   */
+  readonly relaySources: ReadonlySet<string>;
   readonly dispatcher: Dispatcher;
   /** Calls a method for this connection (the daemon handles the receive subscriptions). */
   readonly invoke: (conn: TcpConnection) => Invoke;
@@ -49,16 +56,18 @@ export class TcpConnection {
   private readPaused = false;
   /** on-start mode: plain notifications from this inbox position; null when not receiving. */
   private cursor: number | null = null;
-  /** subscribeReceive: subscription id → cursor. */
-  private readonly subscriptions = new Map<number, number>();
+  /** on-start mode from a relay source: the relay consumer. */
+  private onStartConsumer: ConsumerHandle | null = null;
+  /** subscribeReceive: subscription id → its cursor and consumer. */
+  private readonly subscriptions = new Map<number, { cursor: number; consumer: ConsumerHandle }>();
   private nextSubscription = 0;
   private closed = false;
   private idleTimer: NodeJS.Timeout | null = null;
   /** When the peer last sent something (ms since the epoch): the idle timer checks it when it runs. */
   private lastActive = Date.now();
   private readonly onAppended = () => this.pump();
-  /** Set once this connection receives notifications (held messages: see Inbox.consumer). */
-  private consumer: HoldConsumer | null = null;
+  /** The connection comes from a relay source address (see TcpOptions.relaySources). */
+  readonly fromRelay: boolean;
   /** Calls a method for this connection. */
   private readonly invoke: Invoke;
 
@@ -67,6 +76,7 @@ export class TcpConnection {
     private readonly o: TcpOptions,
   ) {
     this.framer = new LineFramer({ maxLineBytes: o.maxLineBytes });
+    this.fromRelay = o.relaySources.has(sourceOf(socket));
     this.invoke = o.invoke(this);
     socket.setNoDelay(true);
     if (o.idleTimeoutMs > 0) this.idleTimer = setTimeout(() => this.idle(), o.idleTimeoutMs).unref();
@@ -95,21 +105,33 @@ export class TcpConnection {
     socket.on('close', () => this.dispose());
     o.inbox.on('appended', this.onAppended);
     if (o.receiveMode === 'on-start') {
-      this.consumer = o.inbox.consumer();
-      this.cursor = o.inbox.heldStart();
-      this.pump();
+      // Only the relay's connections are a consumer here: any other gets what arrives from now on,
+      // as with signal-cli, and no backlog before the answer to its first call.
+      if (this.fromRelay) {
+        this.onStartConsumer = o.inbox.consumer(RELAY_CONSUMER);
+        this.cursor = o.inbox.heldStart(RELAY_CONSUMER);
+        this.pump();
+      } else this.cursor = o.inbox.head;
     }
   }
 
-  subscribe(): number {
+  /** The consumer a subscription of this connection is when it names none. */
+  get defaultConsumer(): string {
+    return this.fromRelay ? RELAY_CONSUMER : TCP_CONSUMER;
+  }
+
+  /** A receive subscription as consumer `name` (a name already checked): what is held for it, then live. */
+  subscribe(name: string): number {
     const id = this.nextSubscription++;
-    this.consumer ??= this.o.inbox.consumer();
-    this.subscriptions.set(id, this.o.inbox.heldStart());
+    const cursor = this.o.inbox.heldStart(name);
+    this.subscriptions.set(id, { cursor, consumer: this.o.inbox.consumer(name) });
     setImmediate(() => this.pump()); // after the reply with the id
     return id;
   }
 
   unsubscribe(id: number): boolean {
+    const sub = this.subscriptions.get(id);
+    sub?.consumer.close();
     return this.subscriptions.delete(id);
   }
 
@@ -227,25 +249,25 @@ export class TcpConnection {
     while (this.socket.writableLength <= WRITE_HIGH_WATER) {
       let wrote = false;
       if (this.cursor !== null && this.cursor < inbox.head) {
-        const events = inbox.after(this.cursor, PULL);
+        const events = inbox.after(this.cursor, PULL, PULL_BYTES);
         for (const e of events) {
           this.socket.write(`{"jsonrpc":"2.0","method":"${RECEIVE_NOTIFICATION}","params":${e.json}}\n`);
           this.cursor = e.seq;
         }
         wrote ||= events.length > 0;
         if (events.length === 0) this.cursor = inbox.head;
-        else this.consumer?.wrote(this.cursor);
+        else this.onStartConsumer?.wrote(this.cursor);
       }
-      for (const [id, cursor] of this.subscriptions) {
-        if (cursor >= inbox.head) continue;
-        const events = inbox.after(cursor, PULL);
+      for (const [id, sub] of this.subscriptions) {
+        if (sub.cursor >= inbox.head) continue;
+        const events = inbox.after(sub.cursor, PULL, PULL_BYTES);
         for (const e of events) {
           this.socket.write(
             `{"jsonrpc":"2.0","method":"${RECEIVE_NOTIFICATION}","params":{"subscription":${id},"result":${e.json}}}\n`,
           );
         }
-        this.subscriptions.set(id, events.length > 0 ? events[events.length - 1]!.seq : inbox.head);
-        if (events.length > 0) this.consumer?.wrote(events[events.length - 1]!.seq);
+        sub.cursor = events.length > 0 ? events[events.length - 1]!.seq : inbox.head;
+        if (events.length > 0) sub.consumer.wrote(sub.cursor);
         wrote ||= events.length > 0;
       }
       if (!wrote) return;
@@ -263,7 +285,8 @@ export class TcpConnection {
     this.closed = true;
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.o.inbox.off('appended', this.onAppended);
-    this.consumer?.close();
+    this.onStartConsumer?.close();
+    for (const sub of this.subscriptions.values()) sub.consumer.close();
   }
 }
 
