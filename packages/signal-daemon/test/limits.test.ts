@@ -198,6 +198,7 @@ describe('the last resort: a bug in one request', () => {
       allowOrigins: new Set(),
       maxRequestBytes: 1024,
       maxStreams: 1,
+      consumers: new Set<string>(),
       inbox,
       dispatcher,
       invoke: () => null,
