@@ -138,14 +138,15 @@ describe('large messages and many streams', () => {
   it('bounds retention and held messages in bytes: the oldest go first', async () => {
     const dir = join(tmp.dir, 'bytes');
     const b = await startDaemon(dir, B);
-    const KB100 = 100 * 1024;
-    const a = await startDaemon(dir, A, { hold: true, retentionBytes: 1024 * 1024, holdBytes: 350 * 1024 });
+    // 50 KiB messages (under the 64 KiB limit of a message): 20 of them are about 1 MiB.
+    const KB50 = 50 * 1024;
+    const a = await startDaemon(dir, A, { hold: true, retentionBytes: 512 * 1024, holdBytes: 175 * 1024 });
     try {
       for (let i = 1; i <= 20; i++) {
-        await rpc(b.http!, 'send', { recipient: A, message: `${String(i).padStart(2, '0')}${'y'.repeat(KB100)}` });
+        await rpc(b.http!, 'send', { recipient: A, message: `${String(i).padStart(2, '0')}${'y'.repeat(KB50)}` });
       }
       await until('all 20 arrived', () => a.inbox.head === 20);
-      expect(a.inbox.bytes).toBeLessThanOrEqual(1024 * 1024);
+      expect(a.inbox.bytes).toBeLessThanOrEqual(512 * 1024);
       expect(a.inbox.size).toBeGreaterThanOrEqual(8);
       expect(a.inbox.size).toBeLessThanOrEqual(10);
       // The file agrees: what is stored is the newest, within the bound.
@@ -155,9 +156,9 @@ describe('large messages and many streams', () => {
         n: number;
       }[];
       db.close();
-      expect(rows.reduce((n, r) => n + r.n, 0)).toBeLessThanOrEqual(1024 * 1024);
+      expect(rows.reduce((n, r) => n + r.n, 0)).toBeLessThanOrEqual(512 * 1024);
       expect(rows[rows.length - 1]!.seq).toBe(20);
-      // Held: at most 350 KB of the newest (three of them).
+      // Held: at most 175 KiB of the newest (three of them).
       expect(a.inbox.held('sse')).toBe(3);
       const sse = await SseClient.open(a.http!);
       await sse.waitFor(3);

@@ -149,7 +149,12 @@ describe('signal-cli 0.14 method surface on the embedded network', () => {
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as {
       name: string;
     }[];
-    return Object.fromEntries(tables.map(({ name }) => [name, db.prepare(`SELECT * FROM "${name}"`).all()]));
+    // A consumer's last-seen time is the inbox's bookkeeping of who reads, not something a call wrote.
+    const rows = (name: string) =>
+      (db.prepare(`SELECT * FROM "${name}"`).all() as Record<string, unknown>[]).map((r) =>
+        name === 'inbox_consumer' ? { ...r, seen_at: 0 } : r,
+      );
+    return Object.fromEntries(tables.map(({ name }) => [name, rows(name)]));
   };
   const call = async (method: string, params: Record<string, unknown>, transport: 'http' | 'tcp') => {
     if (transport === 'http') return rpc(a.http!, method, params);
