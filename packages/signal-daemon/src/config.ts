@@ -44,6 +44,11 @@ export interface DaemonConfig {
   readonly retentionHours: number;
   /** ...and at most this many. */
   readonly retentionMessages: number;
+  /**
+   * Local network: records of sent messages (what reactions, remote deletes and edits point at),
+   * mail no daemon picked up and attachments are kept this long (fractions allowed).
+   */
+  readonly localnetRetentionHours: number;
   /** Held messages: what arrived while no consumer was connected goes to the next one (off: it starts at the present). */
   readonly hold: boolean;
   /** Held messages older than this are not given... */
@@ -97,6 +102,7 @@ export const DEFAULTS = {
   maxBatch: MESSAGING_LIMITS.batchRequests,
   retentionHours: 24 * 7,
   retentionMessages: 100_000,
+  localnetRetentionHours: 24 * 30,
   hold: true,
   holdHours: 24 * 7,
   holdMessages: 10_000,
@@ -119,6 +125,9 @@ export const DEFAULTS = {
     stopTimeoutMs: 5_000,
   } satisfies SignalCliConfig,
 };
+
+/** The shortest local network retention: 3.6 s (for tests; days are what users want). */
+export const MIN_LOCALNET_RETENTION_HOURS = 0.001;
 
 /** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
 export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
@@ -152,6 +161,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     profileName: options.account,
     retentionHours: DEFAULTS.retentionHours,
     retentionMessages: DEFAULTS.retentionMessages,
+    localnetRetentionHours: DEFAULTS.localnetRetentionHours,
     hold: DEFAULTS.hold,
     holdHours: DEFAULTS.holdHours,
     holdMessages: DEFAULTS.holdMessages,
@@ -193,6 +203,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   }
   positive('retention-hours', config.retentionHours, 0);
   positive('retention-messages', config.retentionMessages, 1);
+  positive('localnet-retention-hours', config.localnetRetentionHours, MIN_LOCALNET_RETENTION_HOURS);
   positive('hold-hours', config.holdHours, 0);
   positive('hold-messages', config.holdMessages, 1);
   positive('link-timeout', config.linkTimeoutMs, 1);

@@ -19,6 +19,7 @@ import { linkingMethods } from './linking.js';
 import { messageMethods } from './messages.js';
 import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } from './methods.js';
 import { Records } from './records.js';
+import { NetworkRetention } from './retention.js';
 import { type AccountRow, NetworkStore } from './store.js';
 
 export interface LocalBackendOptions {
@@ -29,6 +30,8 @@ export interface LocalBackendOptions {
   readonly linkTimeoutMs: number;
   readonly attachmentPolicy: AttachmentPolicy;
   readonly logger: Logger;
+  /** Sent-message records, unclaimed mail and attachments older than this are pruned (see retention.ts). */
+  readonly retentionMs: number;
   /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
   readonly inbox: (db: NetworkStore['db']) => Inbox;
 }
@@ -90,6 +93,7 @@ export class LocalBackend implements Backend {
   private readonly records: Records;
   private readonly me: AccountRow;
   private readonly context: LocalContext;
+  private readonly retention: NetworkRetention;
   private lastTimestamp = 0;
   private watcher: FSWatcher | null = null;
   private poll: NodeJS.Timeout | null = null;
@@ -152,6 +156,8 @@ export class LocalBackend implements Backend {
     }
     this.poll = setInterval(() => this.scheduleDelivery(), POLL_MS);
     this.poll.unref();
+    this.retention = new NetworkRetention(this.store.db, (fn) => this.store.write(fn), o.retentionMs, o.logger);
+    this.retention.start();
   }
 
   handles(method: string): boolean {
@@ -192,6 +198,7 @@ export class LocalBackend implements Backend {
     this.storage.stop();
     if (this.deliveryFault?.timer) clearTimeout(this.deliveryFault.timer);
     for (const wake of this.waits) wake();
+    await this.retention.stop();
     await this.store.close();
   }
 
