@@ -4,7 +4,7 @@
  * clients; so are the guardian and the health check, through `vigil` as their service manager.
  */
 import { createConnection, createServer, type Server } from 'node:net';
-import { removeFile } from '@vigil/shared-types/node';
+import { removeFile } from '@vigil/shared-types/light';
 import { ControlError, NoStackError } from './errors.js';
 import type { ServiceName } from './services.js';
 

@@ -3,7 +3,7 @@
  * restarts and last exit; the guardian's last event; the last health-check result. `--json`: the
  * same as one JSON object.
  */
-import { HealthExit, type HealthReport, lineTime } from '@vigil/shared-types';
+import { HealthExit, type HealthReport, lineTime } from '@vigil/shared-types/light';
 import type { ServiceStatus, SupervisorStatus } from './control.js';
 import { lastLines } from './logs.js';
 import type { HomePaths } from './paths.js';
