@@ -12,6 +12,7 @@ export default {
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
     '^@vigil/shared-types/node$': '<rootDir>/packages/shared-types/src/node/index.ts',
+    '^@vigil/shared-types/light$': '<rootDir>/packages/shared-types/src/node/light.ts',
     '^@vigil/([a-z-]+)$': '<rootDir>/packages/$1/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

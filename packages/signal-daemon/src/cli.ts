@@ -2,7 +2,7 @@ import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/sh
 import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
-import { DEFAULTS } from './config.js';
+import { DEFAULTS, MIN_LOCALNET_RETENTION_HOURS } from './config.js';
 import { start } from './daemon.js';
 import { VERSION } from './version.js';
 
@@ -92,6 +92,19 @@ const program = new Command(BIN)
     opt('--retention-bytes <n>', 'and at most this many bytes of messages (the oldest go first)')
       .argParser(intFlag(1024))
       .default(DEFAULTS.retentionBytes),
+  )
+  .addOption(
+    opt(
+      '--localnet-retention-hours <n>',
+      'local network: keep records of sent messages, mail nobody picked up and attachments this long',
+    )
+      .argParser(
+        secondsFlag(
+          MIN_LOCALNET_RETENTION_HOURS,
+          `expected a number of hours of at least ${MIN_LOCALNET_RETENTION_HOURS}`,
+        ),
+      )
+      .default(DEFAULTS.localnetRetentionHours),
   )
   .addOption(
     opt('--hold <on|off>', 'give what arrived while no consumer was connected to the next one that connects')
@@ -185,6 +198,7 @@ const program = new Command(BIN)
       profileName: o.profileName,
       retentionHours: o.retentionHours,
       retentionMessages: o.retentionMessages,
+      localnetRetentionHours: o.localnetRetentionHours,
       hold: o.hold === 'on',
       holdHours: o.holdHours,
       holdMessages: o.holdMessages,

@@ -48,6 +48,11 @@ export interface DaemonConfig {
   readonly retentionMessages: number;
   /** ...and at most this many bytes of message JSON (the oldest go first). */
   readonly retentionBytes: number;
+  /**
+   * Local network: records of sent messages (what reactions, remote deletes and edits point at),
+   * mail no daemon picked up and attachments are kept this long (fractions allowed).
+   */
+  readonly localnetRetentionHours: number;
   /** Held messages: what arrived while no consumer was connected goes to the next one (off: it starts at the present). */
   readonly hold: boolean;
   /** Held messages older than this are not given... */
@@ -108,6 +113,7 @@ export const DEFAULTS = {
   retentionHours: 24 * 7,
   retentionMessages: 100_000,
   retentionBytes: 1024 * 1024 * 1024,
+  localnetRetentionHours: 24 * 30,
   hold: true,
   holdHours: 24 * 7,
   holdMessages: 10_000,
@@ -132,6 +138,9 @@ export const DEFAULTS = {
     stopTimeoutMs: 5_000,
   } satisfies SignalCliConfig,
 };
+
+/** The shortest local network retention: 3.6 s (for tests; days are what users want). */
+export const MIN_LOCALNET_RETENTION_HOURS = 0.001;
 
 /** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
 export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
@@ -166,6 +175,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     retentionHours: DEFAULTS.retentionHours,
     retentionMessages: DEFAULTS.retentionMessages,
     retentionBytes: DEFAULTS.retentionBytes,
+    localnetRetentionHours: DEFAULTS.localnetRetentionHours,
     hold: DEFAULTS.hold,
     holdHours: DEFAULTS.holdHours,
     holdMessages: DEFAULTS.holdMessages,
@@ -210,6 +220,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   }
   positive('retention-hours', config.retentionHours, 0);
   positive('retention-messages', config.retentionMessages, 1);
+  positive('localnet-retention-hours', config.localnetRetentionHours, MIN_LOCALNET_RETENTION_HOURS);
   positive('hold-hours', config.holdHours, 0);
   positive('hold-messages', config.holdMessages, 1);
   positive('retention-bytes', config.retentionBytes, 1024);

@@ -31,6 +31,8 @@ import { type TcpConnection, TcpTransport } from './transports/tcp.js';
 import { VERSION } from './version.js';
 
 const PRUNE_INTERVAL_MS = 60_000;
+/** At info, at most one `send succeeded` record this often. */
+const SEND_LOG_INTERVAL_MS = 60_000;
 
 const isIoFault = (err: unknown): boolean =>
   /^SQLITE_(IOERR|FULL)/.test(String((err as { code?: unknown } | null)?.code ?? ''));
@@ -85,6 +87,7 @@ export async function start(
         localnet: config.localnet,
         dataDir: config.dataDir,
         linkTimeoutMs: config.linkTimeoutMs,
+        retentionMs: config.localnetRetentionHours * 3_600_000,
         attachmentPolicy,
         logger,
         // The inbox lives in the network's file: a message moves from mailbox to inbox in one transaction.
@@ -194,15 +197,30 @@ export async function start(
     }
   };
 
-  /** Every successful outbound send is logged as one record (the health check reads them). */
+  /**
+   * A successful outbound send is a `send succeeded` record (the health check reads them): every
+   * one at debug; at info the first, then at most one a minute with the count since the last
+   * (one line per send grew the log by ~100 MiB/h at 200 msg/s).
+   */
+  let sendsUnlogged = 0;
+  let sendLoggedAt = 0;
   const outbound = (method: string, result: unknown) => {
     const r = result as { timestamp?: number; results?: { type?: string }[] } | null;
     const results = Array.isArray(r?.results) ? r.results : [];
     const delivered = results.filter((x) => x.type === 'SUCCESS').length;
     if (results.length > 0 && delivered === 0) return;
-    lastOutboundSendAt = Date.now();
+    const now = Date.now();
+    lastOutboundSendAt = now;
     metrics.sent.inc([method]);
-    logger.info(SEND_SUCCEEDED_LOG, { method, timestamp: r?.timestamp, recipients: results.length, delivered });
+    sendsUnlogged += 1;
+    const record = { method, timestamp: r?.timestamp, recipients: results.length, delivered };
+    if (now - sendLoggedAt >= SEND_LOG_INTERVAL_MS) {
+      logger.info(SEND_SUCCEEDED_LOG, { ...record, sends: sendsUnlogged });
+      sendLoggedAt = now;
+      sendsUnlogged = 0;
+    } else {
+      logger.debug(SEND_SUCCEEDED_LOG, record);
+    }
   };
 
   const status = (): DaemonStatus => ({

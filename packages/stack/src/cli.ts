@@ -3,9 +3,9 @@
  * one `program.addCommand(...)` line. Every command, whoever added it, shares the program's
  * settings (errors as `vigil: …` with the usage, exit codes through runCli: bad usage 78).
  */
-import { runCli } from '@vigil/shared-types/node';
+import { runCli } from '@vigil/shared-types/light';
 import { Command } from 'commander';
-import { logsCommand, restartCommand, startCommand, statusCommand, stopCommand } from './commands.js';
+import { addStartOptions, logsCommand, restartCommand, startCommand, statusCommand, stopCommand } from './commands.js';
 import { everyCommand } from './container/every.js';
 import { livenessCommand } from './container/liveness.js';
 import { installCommand, uninstallCommand } from './deploy/command.js';
@@ -28,6 +28,10 @@ export function buildProgram(): Command {
   program.addCommand(livenessCommand());
   program.addCommand(everyCommand());
   program.addCommand(statusPageCommand());
+  // `start`'s options come with zod: loaded only when `start` (or `help start`) is what runs.
+  program.hook('preSubcommand', async (_program, sub) => {
+    if (sub.name() === 'start') await addStartOptions(sub);
+  });
   return program;
 }
 
@@ -56,5 +60,12 @@ export function normalizeArgv(args: readonly string[]): string[] {
 
 /** Runs `vigil` with the process's arguments. */
 export function main(argv: readonly string[] = process.argv): Promise<void> {
-  return runCli('vigil', () => configure(buildProgram()).parseAsync(normalizeArgv(argv.slice(2)), { from: 'user' }));
+  return runCli('vigil', async () => {
+    const program = configure(buildProgram());
+    const args = normalizeArgv(argv.slice(2));
+    // `vigil help start` prints the help without dispatching (no preSubcommand hook).
+    const start = program.commands.find((c) => c.name() === 'start');
+    if (start && args.includes('start')) await addStartOptions(start);
+    return program.parseAsync(args, { from: 'user' });
+  });
 }

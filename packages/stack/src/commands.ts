@@ -1,26 +1,20 @@
 /**
  * The stack's commands: `start`, `stop`, `restart`, `status`, `logs`. Each is a commander Command
- * that `cli.ts` adds to the program; they read `--home` from the program's options.
+ * that `cli.ts` adds to the program; they read `--home` from the program's options. What only
+ * `start` needs (its option schemas, zod, the supervisor) is loaded with import() when it runs, so
+ * that `status`, `logs` and `--help` start about as fast as `node` itself.
  */
 
-import { type ConsumerStatus, type DaemonStatus, formatHostPort, type HostPort } from '@vigil/shared-types';
+import type { ConsumerStatus, DaemonStatus, HostPort } from '@vigil/shared-types';
+import { formatHostPort } from '@vigil/shared-types/light';
 import { Command, Option } from 'commander';
-import {
-  parseStackOptions,
-  type RawStackOptions,
-  STACK_OPTIONS,
-  type StackOptionName,
-  stackCommandOptions,
-} from './config.js';
+import type { RawStackOptions, StackOptionName } from './config.js';
 import { controlRequest } from './control.js';
 import { NoLogError, UsageError } from './errors.js';
 import { LOG_NAMES, logFileOf, printLog } from './logs.js';
 import { homeOf, homePaths } from './paths.js';
-import { SERVICE_NAMES } from './services.js';
-import { readStackFile } from './stackfile.js';
-import { startStack } from './start.js';
+import { SERVICE_NAMES } from './service-names.js';
 import { lastGuardianEvent, lastHealthReport, type StackStatus, statusPageUrl, statusScreen } from './status.js';
-import { STOP_TIMEOUT_MS } from './supervisor.js';
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const SERVICES = SERVICE_NAMES.join(', ');
@@ -29,14 +23,31 @@ const SERVICES = SERVICE_NAMES.join(', ');
 const pathsOf = (cmd: Command) => homePaths(homeOf(cmd.optsWithGlobals<{ home?: string }>().home));
 
 /** The running supervisor's stop timeout (what a stop may take before SIGKILL ends it). */
-const stopTimeoutOf = (paths: ReturnType<typeof homePaths>): number =>
-  readStackFile(paths.stackFile)?.stopTimeoutMs ?? STOP_TIMEOUT_MS;
+async function stopTimeoutOf(paths: ReturnType<typeof homePaths>): Promise<number> {
+  const [{ readStackFile }, { STOP_TIMEOUT_MS }] = await Promise.all([
+    import('./stackfile.js'),
+    import('./supervisor.js'),
+  ]);
+  return readStackFile(paths.stackFile)?.stopTimeoutMs ?? STOP_TIMEOUT_MS;
+}
+
+/** `start`'s options (zod schemas), added only where `start` runs or its help is asked for (see cli.ts); once. */
+export async function addStartOptions(cmd: Command): Promise<void> {
+  if (cmd.options.length > 0) return;
+  const { stackCommandOptions } = await import('./config.js');
+  for (const option of stackCommandOptions()) cmd.addOption(option);
+}
 
 /** A control request to the home's supervisor (NoStackError: exit 3 when none runs there). */
 async function control(cmd: Command, action: 'start' | 'stop' | 'restart', service: string): Promise<void> {
   const paths = pathsOf(cmd);
   // A stop or restart waits for the old process to end (SIGKILL after the stop timeout).
-  const reply = await controlRequest(paths.home, paths.socket, { action, service }, stopTimeoutOf(paths) + 20_000);
+  const reply = await controlRequest(
+    paths.home,
+    paths.socket,
+    { action, service },
+    (await stopTimeoutOf(paths)) + 20_000,
+  );
   if (reply.pid) out(`${service} started (pid ${reply.pid})`);
   else if (action === 'stop') out(`${service} stopped`);
 }
@@ -49,7 +60,6 @@ export function startCommand(): Command {
         'With SERVICE: starts that service of the stack running from the home.',
     )
     .argument('[service]', `one of ${SERVICES}`);
-  for (const option of stackCommandOptions()) cmd.addOption(option);
   cmd.addHelpText(
     'after',
     '\nEach option may also be given by the environment variable in brackets.\n' +
@@ -58,6 +68,10 @@ export function startCommand(): Command {
   );
   return cmd.action(async (service: string | undefined, flags: Record<string, string | undefined>) => {
     if (service !== undefined) return control(cmd, 'start', service);
+    const [{ parseStackOptions, STACK_OPTIONS }, { startStack }] = await Promise.all([
+      import('./config.js'),
+      import('./start.js'),
+    ]);
     const raw: RawStackOptions = {};
     for (const name of Object.keys(STACK_OPTIONS) as StackOptionName[]) {
       raw[name] = flags[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())];
@@ -90,7 +104,7 @@ export function stopCommand(): Command {
         paths.home,
         paths.socket,
         { action: 'shutdown' },
-        SERVICE_NAMES.length * stopTimeoutOf(paths) + 20_000,
+        SERVICE_NAMES.length * (await stopTimeoutOf(paths)) + 20_000,
       );
       out('vigil: stopped');
     });

@@ -6,7 +6,7 @@
 
 import { createConnection, createServer, type Server } from 'node:net';
 import type { HostPort } from '@vigil/shared-types';
-import { removeFile } from '@vigil/shared-types/node';
+import { removeFile } from '@vigil/shared-types/light';
 import { ControlError, NoStackError } from './errors.js';
 import type { ServiceName } from './services.js';
 

@@ -2,7 +2,7 @@
  * The stack's errors, each a VigilError: a stable code, a message, an optional hint and the exit
  * code `vigil` ends with when the error ends it.
  */
-import { ExitCode, VigilError } from '@vigil/shared-types';
+import { ExitCode, VigilError } from '@vigil/shared-types/light';
 
 /** `vigil` ends with 3 when no stack runs from the home it was given (as `ctl.mjs` did). */
 export const EXIT_NO_STACK = 3;

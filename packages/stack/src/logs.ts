@@ -4,10 +4,10 @@
  * it until Ctrl-C (a log truncated or replaced is followed from its start).
  */
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { sleep } from '@vigil/shared-types/node';
+import { sleep } from '@vigil/shared-types/light';
 import { UsageError } from './errors.js';
 import type { HomePaths } from './paths.js';
-import { SERVICE_NAMES } from './services.js';
+import { SERVICE_NAMES } from './service-names.js';
 
 /** Names `vigil logs` knows: the services, the health check and the access logs. */
 export const LOG_NAMES = [

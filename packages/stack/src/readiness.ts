@@ -2,7 +2,7 @@
 import { closeSync, openSync, readSync } from 'node:fs';
 import { connect } from 'node:net';
 import type { HostPort } from '@vigil/shared-types';
-import { sleep } from '@vigil/shared-types/node';
+import { sleep } from '@vigil/shared-types/light';
 import { hp } from './config.js';
 import type { Readiness } from './services.js';
 

@@ -6,7 +6,7 @@
  * (manual intervention required) or 78 (bad usage or configuration): a restart cannot fix them.
  * Pure: the supervisor keeps the count and runs the timer.
  */
-import { ExitCode } from '@vigil/shared-types';
+import { ExitCode } from '@vigil/shared-types/light';
 
 export interface RestartPolicy {
   /** The delay before the first restart of a run of failures. */

@@ -6,28 +6,9 @@ import type { HostPort } from '@vigil/shared-types';
 import { hp, type StackOptions } from './config.js';
 import { binOf, type HomePaths, rel, VIGIL_BIN } from './paths.js';
 
-/** The services, in the order they start. */
-export const SERVICE_NAMES = [
-  'signal-daemon',
-  'tcp-relay',
-  'inference-server',
-  'inference-fallback',
-  'guardian',
-  'status-page',
-] as const;
-export type ServiceName = (typeof SERVICE_NAMES)[number];
+export { isServiceName, SERVICE_NAMES, type ServiceName, STOP_ORDER } from './service-names.js';
 
-/** The order they stop: the guardian first (it must not restart what is being stopped), the daemon last. */
-export const STOP_ORDER: readonly ServiceName[] = [
-  'status-page',
-  'guardian',
-  'tcp-relay',
-  'inference-fallback',
-  'inference-server',
-  'signal-daemon',
-];
-
-export const isServiceName = (name: string): name is ServiceName => (SERVICE_NAMES as readonly string[]).includes(name);
+import type { ServiceName } from './service-names.js';
 
 /** How the supervisor tells that a service it started is up. */
 export type Readiness =

@@ -3,7 +3,7 @@
  * command line (a pid is that service only while it runs that command: pids are reused). Read by
  * the next start to stop what a killed supervisor left; removed on a clean stop.
  */
-import { readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/node';
+import { readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/light';
 
 export interface StackFile {
   readonly pid: number;

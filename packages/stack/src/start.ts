@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { removeFile } from '@vigil/shared-types/node';
+import { removeFile } from '@vigil/shared-types/light';
 import type { StackOptions } from './config.js';
 import { writeServiceConfigs } from './configs.js';
 import { serveControl } from './control.js';

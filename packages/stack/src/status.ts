@@ -3,8 +3,8 @@
  * restarts and last exit; the guardian's last event; the last health-check result; one line per
  * consumer of the daemon's messages. `--json`: the same as one JSON object.
  */
-import { type ConsumerStatus, HealthExit, type HealthReport, lineTime } from '@vigil/shared-types';
-import { readTextOrNull } from '@vigil/shared-types/node';
+import type { ConsumerStatus } from '@vigil/shared-types';
+import { HealthExit, type HealthReport, lineTime, readTextOrNull } from '@vigil/shared-types/light';
 import type { ServiceStatus, SupervisorStatus } from './control.js';
 import { lastLines } from './logs.js';
 import type { HomePaths } from './paths.js';

@@ -9,8 +9,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, fchmodSync, fstatSync, openSync } from 'node:fs';
-import { ExitCode } from '@vigil/shared-types';
-import { fileExists, PRIVATE_FILE } from '@vigil/shared-types/node';
+import { ExitCode, fileExists, PRIVATE_FILE } from '@vigil/shared-types/light';
 import type { ControlReply, ControlRequest, ExitInfo, ServiceStatus } from './control.js';
 import { type HomePaths, NODE, rel } from './paths.js';
 import type { ReadyProbe } from './readiness.js';

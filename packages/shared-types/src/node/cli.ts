@@ -1,12 +1,10 @@
 /**
  * The plumbing every vigil binary shares: how an error ends the process (one line on stderr, the
  * error's exit code), how SIGTERM/SIGINT stop a service (graceful close, then exit; a second
- * signal exits at once), and reading a JSON configuration file.
+ * signal exits at once). Reading a configuration file is config-file.ts (it needs zod, which a
+ * CLI's start-up should not load: see light.ts).
  */
-import { readFileSync } from 'node:fs';
-import type { z } from 'zod';
-import { validateConfig } from '../config.js';
-import { ConfigError, describeError, exitCodeFor } from '../errors.js';
+import { describeError, exitCodeFor } from '../errors.js';
 import { ExitCode } from '../process.js';
 
 /** A commander error (duck-typed: the contracts depend on no CLI library). */
@@ -73,27 +71,4 @@ export function stopOnSignals(service: { close(): Promise<void> }, logger: Stopp
     process.off('SIGTERM', stop);
     process.off('SIGINT', stop);
   };
-}
-
-/**
- * Reads and validates a JSON configuration file. Every failure is a ConfigError naming the file
- * (and, for a value, the key).
- */
-export function readConfigFile<S extends z.ZodType>(file: string, schema: S): z.output<S> {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigError(
-      code === 'ENOENT' ? `${file}: no such configuration file` : `${file}: cannot be read (${code ?? err})`,
-    );
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw new ConfigError(`${file}: not valid JSON: ${(err as Error).message}`);
-  }
-  return validateConfig(value, schema, file);
 }

@@ -4,6 +4,7 @@
  */
 export * from './cli.js';
 export * from './command.js';
+export * from './config-file.js';
 export * from './flags.js';
 export * from './fs.js';
 export * from './http-client.js';

@@ -31,6 +31,7 @@ import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } f
 import { pinMethods } from './pins.js';
 import { pollMethods } from './polls.js';
 import { Records } from './records.js';
+import { NetworkRetention } from './retention.js';
 import { settingMethods } from './settings.js';
 import { stickerMethods } from './stickers.js';
 import { type AccountRow, NetworkStore } from './store.js';
@@ -44,6 +45,8 @@ export interface LocalBackendOptions {
   readonly linkTimeoutMs: number;
   readonly attachmentPolicy: AttachmentPolicy;
   readonly logger: Logger;
+  /** Sent-message records, unclaimed mail and attachments older than this are pruned (see retention.ts). */
+  readonly retentionMs: number;
   /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
   readonly inbox: (db: NetworkStore['db']) => Inbox;
 }
@@ -138,6 +141,7 @@ export class LocalBackend implements Backend {
   private readonly extras: Extras;
   private readonly me: AccountRow;
   private readonly context: LocalContext;
+  private readonly retention: NetworkRetention;
   private lastTimestamp = 0;
   private watcher: FSWatcher | null = null;
   private poll: NodeJS.Timeout | null = null;
@@ -202,6 +206,8 @@ export class LocalBackend implements Backend {
     }
     this.poll = setInterval(() => this.scheduleDelivery(), POLL_MS);
     this.poll.unref();
+    this.retention = new NetworkRetention(this.store.db, (fn) => this.store.write(fn), o.retentionMs, o.logger);
+    this.retention.start();
   }
 
   handles(method: string): boolean {
@@ -246,6 +252,7 @@ export class LocalBackend implements Backend {
     this.storage.stop();
     if (this.deliveryFault?.timer) clearTimeout(this.deliveryFault.timer);
     for (const wake of this.waits) wake();
+    await this.retention.stop();
     await this.store.close();
   }
 

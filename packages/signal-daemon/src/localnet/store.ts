@@ -3,6 +3,7 @@ import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 import { openDatabase } from '../sqlite.js';
 import { startCheckpointer, WAL_LIMIT_BYTES } from './checkpoint.js';
+import { GroupCommit } from './group-commit.js';
 import {
   type AccountRow,
   type AttachmentRow,
@@ -39,6 +40,7 @@ export class NetworkStore {
 
   private readonly checkpointer: { stop(): Promise<void> };
   private readonly writer: LockedWriter;
+  private readonly sends: GroupCommit;
 
   constructor(readonly file: string) {
     this.db = openDatabase(file);
@@ -48,6 +50,7 @@ export class NetworkStore {
     this.checkpointer = startCheckpointer(file, this.db, BUSY_TIMEOUT_MS);
     createSchema(this.db);
     this.writer = new LockedWriter(this.db, BUSY_TIMEOUT_MS);
+    this.sends = new GroupCommit(this.db, (fn) => this.writer.write(fn));
     const db = this.db;
     this.s = {
       account: db.prepare('SELECT number, uuid, profile_name AS profileName FROM accounts WHERE number = ?'),
@@ -127,10 +130,11 @@ export class NetworkStore {
   }
 
   /**
-   * Posts envelopes to mailboxes and records the recipients as the sender's contacts, all in one
-   * transaction (one write lock per send: the file is shared with other daemons). Resolves once
-   * committed; while another process holds the write lock it waits off the event loop (see
-   * write), and posts commit in the order they were made.
+   * Posts envelopes to mailboxes and records the recipients as the sender's contacts, atomically;
+   * the posts made in one turn of the event loop share one transaction (group-commit.ts: one write
+   * lock for a burst, the file being shared with other daemons). Resolves once committed; while
+   * another process holds the write lock it waits off the event loop (see write), and posts
+   * commit in the order they were made.
    */
   post(
     sender: string,
@@ -139,17 +143,13 @@ export class NetworkStore {
   ): Promise<void> {
     if (deliveries.length === 0 && !alsoInTransaction) return Promise.resolve();
     const envelopes = deliveries.map((d) => JSON.stringify(d.envelope));
-    return this.write(() => {
+    return this.sends.add(() => {
       const now = Date.now();
-      this.db
-        .transaction(() => {
-          deliveries.forEach((d, i) => {
-            this.s.post.run(d.recipient, envelopes[i], now);
-            if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
-          });
-          alsoInTransaction?.();
-        })
-        .immediate();
+      deliveries.forEach((d, i) => {
+        this.s.post.run(d.recipient, envelopes[i], now);
+        if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
+      });
+      alsoInTransaction?.();
     });
   }
 

@@ -11,8 +11,7 @@
  * given SIGTERM and waited for; then exit 0. A second signal exits at once (1). Exit 78: bad usage.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { ConfigError } from '@vigil/shared-types';
-import { stopOnSignals } from '@vigil/shared-types/node';
+import { ConfigError, stopOnSignals } from '@vigil/shared-types/light';
 import { Command } from 'commander';
 
 export interface Every {

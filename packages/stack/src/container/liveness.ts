@@ -23,8 +23,14 @@
  * container (no Docker socket is given to it). Its directory must exist (the shared volume).
  */
 import { basename, dirname } from 'node:path';
-import { ConfigError, VigilError } from '@vigil/shared-types';
-import { fileExists, readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/node';
+import {
+  ConfigError,
+  fileExists,
+  readTextOrNull,
+  removeFile,
+  VigilError,
+  writeFileAtomic,
+} from '@vigil/shared-types/light';
 import { Command } from 'commander';
 
 export type ProbeKind = 'chat' | 'rpc';

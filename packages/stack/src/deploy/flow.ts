@@ -7,15 +7,15 @@
  */
 import { rmdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ConfigError } from '@vigil/shared-types';
 import {
+  ConfigError,
   ensureDir,
   fileExists,
   PRIVATE_DIR,
   readTextOrNull,
   removeFile,
   writeFileAtomic,
-} from '@vigil/shared-types/node';
+} from '@vigil/shared-types/light';
 import { type CommandRecord, launchdLoad, type PlannedFile, Session, systemdLoad, unload } from './manager.js';
 import { type InstallOptions, type Locations, type Platform, SERVICES } from './options.js';
 import { renderAll, validateConfigs } from './render.js';

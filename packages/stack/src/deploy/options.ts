@@ -6,7 +6,7 @@ import { accessSync, constants } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError } from '@vigil/shared-types';
+import { ConfigError } from '@vigil/shared-types/light';
 
 /** The checkout this code belongs to: four levels above `packages/stack/{src,dist}/deploy/`. */
 export const CHECKOUT = fileURLToPath(new URL('../../../../', import.meta.url)).replace(/\/$/, '');

@@ -5,12 +5,10 @@
  */
 
 import { dirname } from 'node:path';
-import { formatHostPort, isLoopbackHost, parseHostPort, STATUS_PAGE } from '@vigil/shared-types';
-import { ensureDir } from '@vigil/shared-types/node';
+import { ensureDir, formatHostPort, isLoopbackHost, parseHostPort, STATUS_PAGE } from '@vigil/shared-types/light';
 import { Command } from 'commander';
 import { UsageError } from '../errors.js';
 import { homeOf, homePaths } from '../paths.js';
-import { startStatusPage } from './server.js';
 
 const log = (level: string, msg: string) =>
   process.stdout.write(`${JSON.stringify({ ts: Date.now() / 1000, level, msg })}\n`);
@@ -55,6 +53,8 @@ export function statusPageCommand(): Command {
       for (const dir of [dirname(paths.statusToken), dirname(paths.statusAddress), dirname(paths.log('x'))])
         ensureDir(dir);
       const metrics = (o.daemonMetrics as string | undefined) ?? process.env.VIGIL_DAEMON_METRICS;
+      // The page's server (and what it reads with) is loaded only when the page runs.
+      const { startStatusPage } = await import('./server.js');
       const page = await startStatusPage({
         home: paths.home,
         socket: paths.socket,

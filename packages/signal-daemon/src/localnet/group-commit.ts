@@ -1,0 +1,72 @@
+/**
+ * Group commit of the network file's sends: the writes of the sends that arrive together (in one
+ * turn of the event loop) are made in one IMMEDIATE transaction, so a burst pays for one write
+ * lock and one commit instead of one per send. Each send's write runs in a savepoint of its own:
+ * one that fails is rolled back alone and only its promise rejects. A promise resolves only once
+ * the transaction holding its rows has committed (an answered send is as durable as before).
+ */
+import type Database from 'better-sqlite3';
+
+interface Pending {
+  readonly fn: () => void;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/** The most sends in one transaction (a few ms of write lock at most). */
+export const GROUP_MAX = 256;
+
+export class GroupCommit {
+  private queue: Pending[] = [];
+  private scheduled = false;
+  private readonly batch: Database.Transaction<(group: readonly Pending[]) => unknown[]>;
+
+  constructor(
+    db: Database.Database,
+    private readonly write: (fn: () => void) => Promise<void>,
+  ) {
+    // Prepared once: the outer transaction, and a savepoint per send inside it.
+    const one = db.transaction((fn: () => void) => fn());
+    this.batch = db.transaction((group: readonly Pending[]) =>
+      group.map((p) => {
+        try {
+          one(p.fn);
+          return undefined;
+        } catch (err) {
+          return err ?? new Error('write failed');
+        }
+      }),
+    );
+  }
+
+  /** Runs `fn` in the next group's transaction; resolves once that has committed. */
+  add(fn: () => void): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ fn, resolve, reject });
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    while (this.queue.length > 0) {
+      const group = this.queue.splice(0, GROUP_MAX);
+      let failures: unknown[] = [];
+      this.write(() => {
+        failures = this.batch.immediate(group);
+      }).then(
+        () => {
+          group.forEach((p, i) => {
+            if (failures[i] === undefined) p.resolve();
+            else p.reject(failures[i]);
+          });
+        },
+        (err) => {
+          for (const p of group) p.reject(err);
+        },
+      );
+    }
+  }
+}
