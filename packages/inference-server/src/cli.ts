@@ -141,6 +141,12 @@ program
       .argParser(int(0))
       .default(DEFAULTS.workerNice),
   )
+  .addOption(
+    opt(
+      '--strict-tools',
+      'answer 400 to hosted tools this server cannot run (web_search, …) instead of leaving them out',
+    ),
+  )
   .addOption(opt('--allow-non-loopback', 'allow the plain HTTP listener on an address that is not loopback'))
   .addOption(
     opt(
@@ -213,6 +219,7 @@ program
         allowOrigins: list(cmd, 'allowOrigin'),
         apiKeyFile: o.apiKeyFile ?? null,
         maxN: o.maxN,
+        strictTools: o.strictTools === true,
         sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
         logger,
       });

@@ -50,6 +50,8 @@ export interface ServerConfig {
   readonly apiKeyFile: string | null;
   /** Most choices (`n`) one request may ask for. */
   readonly maxN: number;
+  /** Hosted tools the server cannot run (web_search, …) are a 400 instead of being left out. */
+  readonly strictTools: boolean;
   /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
   readonly sseKeepAliveMs: number;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
@@ -211,6 +213,7 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     apiKeyFile: options.apiKeyFile ?? null,
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
+    strictTools: options.strictTools === true,
     sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,

@@ -50,6 +50,8 @@ export interface CompletionSettings {
   readonly maxTokens: number | null;
   readonly temperature: number;
   readonly topP: number;
+  /** Sample from the k most likely tokens only; null or absent: all. */
+  readonly topK?: number | null;
   readonly seed: number | null;
   readonly stop: readonly string[];
   readonly frequencyPenalty: number;
@@ -84,6 +86,8 @@ export interface CompletionOutput {
   readonly calls: readonly { readonly name: string; readonly arguments: string }[];
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** The stop string (of `stop`) that ended the text; null when something else ended it. */
+  readonly stopSequence: string | null;
 }
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
@@ -300,6 +304,7 @@ export class Engine {
         maxTokens,
         temperature: input.temperature,
         topP: input.topP,
+        ...(input.topK ? { topK: input.topK } : {}),
         ...(input.seed !== null ? { seed: input.seed } : {}),
         ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
         repeatPenalty: penalize
@@ -342,6 +347,10 @@ export class Engine {
         calls,
         promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
+        stopSequence:
+          response.metadata.stopReason === 'customStopTrigger'
+            ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
+            : null,
       };
     } finally {
       this.generating--;

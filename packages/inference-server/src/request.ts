@@ -161,8 +161,8 @@ function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
   return v;
 }
 
-/** The first problem zod found, as OpenAI's 400. */
-function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
+/** The first problem zod found, as OpenAI's 400 (`body` is the whole request, `issue.path` from its root). */
+export function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
   const param = paramName(issue.path);
   const value = valueAt(body, issue.path);
   switch (issue.code) {
@@ -232,25 +232,38 @@ function messageText(m: ChatCompletionBody['messages'][number], i: number): stri
 /** OpenAI's rule for function names. */
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+/**
+ * One function tool of any protocol, checked: its name (OpenAI's rule, not twice: `names` holds
+ * the ones before it) and its parameters' schema for the grammar. `param` names it in errors.
+ */
+export function checkTool(
+  t: { readonly name: string; readonly description?: string | null; readonly parameters?: unknown },
+  param: string,
+  names: Set<string>,
+): ToolSpec {
+  const { name } = t;
+  if (!TOOL_NAME.test(name)) {
+    throw invalid(
+      `Invalid '${param}.name': must be 1 to 64 of a-z, A-Z, 0-9, _ and -; got ${JSON.stringify(name)}.`,
+      `${param}.name`,
+      'invalid_value',
+    );
+  }
+  if (names.has(name)) {
+    throw invalid(`Invalid '${param}.name': the function ${name} is listed twice.`, `${param}.name`, 'invalid_value');
+  }
+  names.add(name);
+  const p = t.parameters;
+  const parameters =
+    p !== null && typeof p === 'object' && Object.keys(p).length > 0 ? toGrammarSchema(p, `${param}.parameters`) : null;
+  return { name, description: t.description ?? null, parameters };
+}
+
 function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: ToolChoice } {
   const tools: ToolSpec[] = [];
   const names = new Set<string>();
   (body.tools ?? []).forEach((t, i) => {
-    const param = `tools[${i}].function.name`;
-    const { name } = t.function;
-    if (!TOOL_NAME.test(name)) {
-      throw invalid(
-        `Invalid '${param}': must be 1 to 64 of a-z, A-Z, 0-9, _ and -; got ${JSON.stringify(name)}.`,
-        param,
-        'invalid_value',
-      );
-    }
-    if (names.has(name))
-      throw invalid(`Invalid '${param}': the function ${name} is listed twice.`, param, 'invalid_value');
-    names.add(name);
-    const p = t.function.parameters;
-    const parameters = p && Object.keys(p).length > 0 ? toGrammarSchema(p, `tools[${i}].function.parameters`) : null;
-    tools.push({ name, description: t.function.description ?? null, parameters });
+    tools.push(checkTool(t.function, `tools[${i}].function`, names));
   });
   const c = body.tool_choice;
   if (c !== null && c !== undefined && tools.length === 0) {

@@ -1,0 +1,319 @@
+/**
+ * The one request pipeline every generating route runs (chat completions, Responses, Anthropic
+ * Messages, legacy completions): read the body within its limit, let the route's protocol turn
+ * it into the engine's one request (`CompletionRequest`), check the model and the state, wait
+ * for a sequence in the bounded queue (429 + Retry-After), generate, and hand the engine's one
+ * result to the protocol's output, streamed or whole. Its deadline (`requestTimeoutMs`, queueing
+ * included), the client leaving and the shutdown end it with a clear error in the protocol's own
+ * shape; the access-log line (`request completed`, which the guardian reads) and the metrics are
+ * the same for every route. The deadline answers even when the native generation does not let go.
+ */
+import { randomInt } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
+import type { ServerContext } from './context.js';
+import type { Engine, FunctionCalling } from './engine.js';
+import { type ApiError, EndReason } from './errors.js';
+import { chatFunctions } from './history.js';
+import { readBody, sendJson } from './http.js';
+import { type FinishReason, invalidJson, modelLoading, modelNotFound, shuttingDown } from './openai.js';
+import { type CompletionRequest, invalid } from './request.js';
+
+/** One generated choice as the engine ends it: text, why it ended, the calls it made. */
+export interface GeneratedChoice {
+  readonly text: string;
+  readonly finishReason: FinishReason;
+  readonly calls: readonly { readonly name: string; readonly arguments: string }[];
+  /** The stop string that ended the text; null when something else ended it. */
+  readonly stopSequence: string | null;
+}
+
+/**
+ * The engine's one result for a request. (Counts that later work adds, such as the prompt tokens
+ * served from a reused prefix, belong here, next to `promptTokens`.)
+ */
+export interface Generation {
+  readonly choices: readonly GeneratedChoice[];
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+/** How one request's result is written in its protocol. Created after the request was parsed. */
+export interface Output {
+  /** Streamed: the events that open the stream (after the headers). */
+  begin(): void;
+  /** Streamed: a piece of choice `choice`'s text. */
+  text(choice: number, text: string): void;
+  /** Streamed: a piece of the arguments of call `callIndex` of choice `choice`. */
+  callText(choice: number, callIndex: number, name: string, text: string): void;
+  /** Streamed: choice `choice` has ended. */
+  endChoice(choice: number, result: GeneratedChoice): void;
+  /** Streamed: writes the closing events (returns nothing); not streamed: returns the body. */
+  finish(result: Generation): unknown;
+  /** Streamed: the request failed after the stream began. */
+  fail(err: ApiError): void;
+}
+
+/** A protocol adapter: its request into the engine's, the engine's result into its answer. */
+export interface Protocol<R extends CompletionRequest = CompletionRequest> {
+  /** Validates the parsed JSON body; throws ApiError (400 naming the field). */
+  parse(raw: unknown, req: IncomingMessage): R | Promise<R>;
+  /** Any failure as this protocol's ApiError (context overflow in the form its clients compact on). */
+  error(err: unknown): ApiError;
+  /** The body of an error answer, in this protocol's shape. */
+  errorBody(err: ApiError): unknown;
+  /** The output of one request; `write` sends raw text on the stream. */
+  output(request: R, write: (text: string) => void): Output;
+}
+
+/** Server-Sent Events: one event with a name (Responses, Anthropic) or without (chat). */
+export const sse = (event: string | null, data: unknown): string =>
+  `${event === null ? '' : `event: ${event}\n`}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
+
+/** What a request asks of generation beyond sampling: function calling, or a grammar. */
+interface Constraints {
+  readonly functionCalling?: FunctionCalling;
+  readonly grammar?: Awaited<ReturnType<Engine['grammarFor']>>;
+}
+
+/** Function calling and structured output for `body`; a grammar node-llama-cpp refuses is a 400. */
+async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Constraints> {
+  const { toolChoice, tools } = body;
+  if (toolChoice !== 'none' && tools.length > 0) {
+    const named = typeof toolChoice === 'object' ? tools.filter((t) => t.name === toolChoice.name) : tools;
+    return {
+      functionCalling: {
+        functions: chatFunctions(named),
+        force: toolChoice !== 'auto',
+        maxCalls: body.parallelToolCalls && typeof toolChoice !== 'object' ? Math.max(1, tools.length) : 1,
+      },
+    };
+  }
+  const f = body.responseFormat;
+  if (f.type === 'text') return {};
+  const schema = f.type === 'json_object' ? { type: 'object', additionalProperties: true } : f.schema;
+  try {
+    return { grammar: await eng.grammarFor(schema) };
+  } catch (err) {
+    const param = f.type === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format';
+    throw invalid(`Invalid '${param}': ${(err as Error).message}`, param, 'unsupported_value');
+  }
+}
+
+/** Reads the body as JSON; throws ApiError (413, 400 invalid_json, 499). */
+export async function readJson(ctx: ServerContext, req: IncomingMessage): Promise<unknown> {
+  const raw = await readBody(req, ctx.config.maxBodyBytes);
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw invalidJson();
+  }
+}
+
+/** The model is served and loaded; throws 404 model_not_found, or 503 while loading or stopping. */
+export function checkModel(ctx: ServerContext, model: string): Engine {
+  if (!ctx.config.modelIds.includes(model)) throw modelNotFound(model);
+  const eng = ctx.engine();
+  if (ctx.state() !== 'ready' || !eng) throw ctx.state() === 'loading' ? modelLoading() : shuttingDown();
+  return eng;
+}
+
+/** Sends `err` in the protocol's shape (nothing when the reply has begun or the client left). */
+export function sendProtocolError(res: ServerResponse, protocol: Pick<Protocol, 'errorBody'>, err: ApiError): void {
+  sendJson(res, err.status, protocol.errorBody(err), { ...err.headers });
+}
+
+/** Serves one generating request of `protocol`; never rejects. */
+export async function serveGeneration<R extends CompletionRequest>(
+  ctx: ServerContext,
+  protocol: Protocol<R>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  listener: string,
+  startedNs: bigint,
+): Promise<void> {
+  const { config, scheduler } = ctx;
+  const started = Date.now();
+  let body: R;
+  try {
+    body = await protocol.parse(await readJson(ctx, req), req);
+    checkModel(ctx, body.model);
+  } catch (err) {
+    const e = protocol.error(err);
+    sendProtocolError(res, protocol, e);
+    ctx.access(req, listener, startedNs, e.status, { error: e.code });
+    return;
+  }
+  const eng = ctx.engine()!;
+  const ac = new AbortController();
+  const abort = (reason: EndReason) => {
+    if (!ac.signal.aborted) ac.abort(reason);
+  };
+  ctx.inFlight.add(abort);
+  const timer = setTimeout(
+    () =>
+      abort(
+        new EndReason(
+          'timeout',
+          `The completion did not finish within ${config.requestTimeoutMs / 1000} s (--request-timeout) and was stopped.`,
+        ),
+      ),
+    config.requestTimeoutMs,
+  );
+  res.on('close', () => {
+    if (!res.writableFinished) abort(new EndReason('client', 'The client closed the connection.'));
+  });
+  /** Settles (rejects) when the completion is aborted, whatever the native side does. */
+  const aborted = new Promise<never>((_, reject) => {
+    if (ac.signal.aborted) reject(ac.signal.reason);
+    ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
+  });
+  aborted.catch(() => {});
+
+  let streaming = false;
+  let promptTokens = 0;
+  let completionTokens = 0;
+  let lastWrite = Date.now();
+  const write = (text: string) => {
+    if (!res.destroyed && !res.writableEnded) {
+      res.write(text);
+      lastWrite = Date.now();
+    }
+  };
+  const out = protocol.output(body, write);
+  // While the prompt is evaluated (or the model is slow) a stream that has sent nothing for a
+  // while gets an SSE comment, so that proxies and clients do not give up on it.
+  let keepAlive: NodeJS.Timeout | undefined;
+  try {
+    const constraints = await constraintsFor(eng, body);
+    const held = await scheduler.acquire(ac.signal);
+    if (ac.signal.aborted) {
+      scheduler.release(held);
+      throw ac.signal.reason;
+    }
+    ac.signal.addEventListener('abort', () => scheduler.noteAborted(held), { once: true });
+    if (body.stream) {
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      streaming = true;
+      out.begin();
+      const every = config.sseKeepAliveMs;
+      if (every > 0) {
+        keepAlive = setInterval(() => {
+          if (Date.now() - lastWrite >= every) write(': keep-alive\n\n');
+        }, every);
+      }
+    }
+    let firstToken = false;
+    /** The n choices one after another on the one sequence (its cache keeps the prompt). */
+    const generateAll = async () => {
+      const choices: GeneratedChoice[] = [];
+      let generated = 0;
+      for (let i = 0; i < body.n; i++) {
+        const result = await eng.complete(held, {
+          messages: body.messages,
+          maxTokens: body.maxTokens,
+          temperature: body.temperature,
+          topP: body.topP,
+          topK: body.topK ?? null,
+          // llama.cpp's default seed is the current second: requests without one would repeat
+          // each other. With a seed, choice i samples with seed + i (reproducible, and distinct).
+          seed: body.seed === null ? randomInt(0x1_0000_0000) : (body.seed + i) >>> 0,
+          stop: body.stop,
+          frequencyPenalty: body.frequencyPenalty,
+          presencePenalty: body.presencePenalty,
+          signal: ac.signal,
+          ...constraints,
+          onTokens: (count: number) => {
+            if (!firstToken) {
+              firstToken = true;
+              ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9);
+            }
+            completionTokens = generated + count;
+          },
+          ...(body.stream
+            ? {
+                onText: (text: string) => {
+                  if (text !== '') out.text(i, text);
+                },
+                onCallText: (callIndex: number, name: string, text: string) => out.callText(i, callIndex, name, text),
+              }
+            : {}),
+        });
+        generated += result.completionTokens;
+        completionTokens = generated;
+        promptTokens = result.promptTokens;
+        const choice: GeneratedChoice = {
+          text: result.text,
+          finishReason: result.finishReason,
+          calls: result.calls,
+          stopSequence: result.stopSequence,
+        };
+        choices.push(choice);
+        if (body.stream) out.endChoice(i, choice);
+      }
+      return choices;
+    };
+    const generation = generateAll();
+    // The sequence is given back when the generation has really ended, not before.
+    generation.then(
+      () => scheduler.release(held, Date.now() - started),
+      () => scheduler.release(held),
+    );
+    const choices = await Promise.race([generation, aborted]);
+    ctx.metrics.tokens(promptTokens, completionTokens);
+    const answer = out.finish({ choices, promptTokens, completionTokens });
+    if (streaming) res.end();
+    else sendJson(res, 200, answer);
+    const finish = [...new Set(choices.map((c) => c.finishReason))].join(',');
+    ctx.access(
+      req,
+      listener,
+      startedNs,
+      200,
+      {
+        model: body.model,
+        stream: body.stream,
+        finish_reason: finish,
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        tokens: promptTokens + completionTokens,
+      },
+      PRIMARY_SUCCESS_MARKER,
+    );
+  } catch (err) {
+    const e = protocol.error(err);
+    if (e.status >= 500 && e.code !== 'shutting_down') {
+      ctx.logger.warn('completion failed', { path: req.url, status: e.status, error: e.message });
+    }
+    if (streaming) {
+      out.fail(e);
+      if (!res.destroyed) res.end();
+    } else if (e.status !== 499) {
+      sendProtocolError(res, protocol, e);
+    }
+    // Status as sent; 499 (nginx's "client closed request") when the client left.
+    ctx.access(
+      req,
+      listener,
+      startedNs,
+      e.status === 499 || !streaming ? e.status : 200,
+      {
+        model: body.model,
+        stream: body.stream,
+        error: e.code,
+        completion_tokens: completionTokens,
+        tokens: promptTokens + completionTokens,
+      },
+      'request failed',
+    );
+  } finally {
+    clearTimeout(timer);
+    clearInterval(keepAlive);
+    ctx.inFlight.delete(abort);
+  }
+}
