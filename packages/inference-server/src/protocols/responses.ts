@@ -204,7 +204,9 @@ function parseFormat(t: Top, root: unknown): ResponseFormat {
   const f = t.text?.format;
   if (!f || f.type === 'text') return { type: 'text' };
   if (f.type === 'json_object') return { type: 'json_object' };
-  const s = check(z.object({ name: z.string().min(1), schema: z.record(z.string(), z.unknown()) }), f, root, [
+  // zod kept only `type` of the format: the rest is read from the body itself.
+  const raw = (root as { text: { format: unknown } }).text.format;
+  const s = check(z.object({ name: z.string().min(1), schema: z.record(z.string(), z.unknown()) }), raw, root, [
     'text',
     'format',
   ]);
