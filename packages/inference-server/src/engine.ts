@@ -19,6 +19,7 @@ import type {
   LlamaModel,
 } from 'node-llama-cpp';
 import type { GpuChoice } from './config.js';
+import { completeText, Embeddings } from './engine-text.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
@@ -56,6 +57,8 @@ export interface CompletionSettings {
   readonly stop: readonly string[];
   readonly frequencyPenalty: number;
   readonly presencePenalty: number;
+  /** Raw text to continue without the chat template (legacy completions); `messages` are then unused. */
+  readonly prompt?: string;
 }
 
 /** Function calling: the functions, whether the model must call one, how many calls at most. */
@@ -129,6 +132,8 @@ export class Engine {
   /** Completions generating now (adaptive threads). */
   private generating = 0;
   /** Compiled JSON-schema grammars, one per distinct schema. */
+  /** Embeddings: the model's weights, an embedding context of their own (engine-text.ts). */
+  readonly embeddings: Embeddings;
   private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
     // The schema was checked (schema.ts) for what the grammar enforces.
     this.llama.createGrammarForJsonSchema(schema as never),
@@ -150,7 +155,9 @@ export class Engine {
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
     },
-  ) {}
+  ) {
+    this.embeddings = new Embeddings(model, info.contextSize, info.threads);
+  }
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
   static async load(options: EngineOptions): Promise<Engine> {
@@ -285,6 +292,14 @@ export class Engine {
     if (this.disposed) throw new Error('the model is disposed');
     const sequence = this.sequences[slot];
     if (!sequence) throw new Error(`no sequence ${slot}`);
+    if (input.prompt !== undefined) {
+      this.generating++;
+      try {
+        return await completeText(this.lib, this.model, sequence, this.info.contextSize, input.prompt, input);
+      } finally {
+        this.generating--;
+      }
+    }
     const history = chatHistory(input.messages);
     const calling = input.functionCalling;
     const promptTokens = this.countPromptTokens(input.messages, calling?.functions);
@@ -362,6 +377,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    await this.embeddings.dispose();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});

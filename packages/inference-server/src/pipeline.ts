@@ -226,6 +226,7 @@ export async function serveGeneration<R extends CompletionRequest>(
           stop: body.stop,
           frequencyPenalty: body.frequencyPenalty,
           presencePenalty: body.presencePenalty,
+          ...(body.prompts ? { prompt: body.prompts[i % body.prompts.length] ?? '' } : {}),
           signal: ac.signal,
           ...constraints,
           onTokens: (count: number) => {
@@ -246,7 +247,8 @@ export async function serveGeneration<R extends CompletionRequest>(
         });
         generated += result.completionTokens;
         completionTokens = generated;
-        promptTokens = result.promptTokens;
+        // Several prompts (legacy completions) each count; n choices of one prompt count it once.
+        promptTokens = (body.prompts?.length ?? 1) > 1 ? promptTokens + result.promptTokens : result.promptTokens;
         const choice: GeneratedChoice = {
           text: result.text,
           finishReason: result.finishReason,

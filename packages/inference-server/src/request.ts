@@ -39,6 +39,8 @@ export interface CompletionRequest extends CompletionSettings {
   readonly toolChoice: ToolChoice;
   readonly parallelToolCalls: boolean;
   readonly responseFormat: ResponseFormat;
+  /** Legacy completions: the raw prompt of each choice (no chat template); absent: `messages`. */
+  readonly prompts?: readonly string[];
 }
 
 /** What the server allows beyond the schema. */

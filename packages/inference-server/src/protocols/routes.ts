@@ -14,6 +14,8 @@ import { checkModel, type Protocol, readJson, sendProtocolError, serveGeneration
 import { anthropicErrorBody, parseMessagesRequest } from './anthropic.js';
 import { anthropicError, anthropicProtocol } from './anthropic-output.js';
 import { HostedTools } from './common.js';
+import { legacyProtocol } from './completions.js';
+import { serveEmbeddings } from './embeddings.js';
 import { ResponseStore, responsesProtocol } from './responses-output.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, listener: string, startedNs: bigint) => void;
@@ -44,6 +46,11 @@ export function generationRoutes(ctx: ServerContext): ReadonlyMap<string, RouteH
     [INFERENCE_PATHS.chatCompletions, run(chatProtocol(ctx.config.maxN) as Protocol<never>)],
     [INFERENCE_PATHS.responses, run(responsesProtocol(hosted, store) as Protocol<never>)],
     [INFERENCE_PATHS.messages, run(anthropicProtocol(hosted) as Protocol<never>)],
+    [INFERENCE_PATHS.completions, run(legacyProtocol(ctx.config.maxN) as Protocol<never>)],
+    [
+      INFERENCE_PATHS.embeddings,
+      (req, res, listener, startedNs) => void serveEmbeddings(ctx, req, res, listener, startedNs),
+    ],
     [
       INFERENCE_PATHS.countTokens,
       (req, res, listener, startedNs) => void countTokens(ctx, hosted, req, res, listener, startedNs),
