@@ -4,12 +4,15 @@
 // (`claude -p`, ANTHROPIC_BASE_URL). Not part of the test suite (it installs both from npm, and
 // each is a large download): run it by hand after `pnpm build`:
 //
-//   node packages/inference-server/bench/agent-clis.mjs [--model FILE] [--cli-dir DIR] [--only codex|claude]
+//   node packages/inference-server/bench/agent-clis.mjs [--model FILE] [--cli-dir DIR] [--only codex|claude] [--context-size N]
 //
 // --model: a GGUF file (default: the generated tiny model, in a temporary directory);
 // --cli-dir: a directory where `@openai/codex` and `@anthropic-ai/claude-code` are installed (default:
-// `npm i` into a temporary directory). The server gets --context-size 32768 (Claude Code's prompt
-// is about 20 k tokens) and an API key. Each program must exit 0 without an API error in its
+// `npm i` into a temporary directory); --context-size: the server's (default 32768). The generated
+// models never stop by themselves, so each turn runs until the context is full: give a context a
+// little larger than the program's prompt (with the tiny model's tokenizer, Codex CLI 0.169's is
+// about 27.5 k tokens and Claude Code 2.1's about 57.5 k: `--only codex --context-size 28672`,
+// `--only claude --context-size 58368`). The server gets an API key and --request-timeout 600. Each program must exit 0 without an API error in its
 // output; the script prints one line per program and the server's access-log lines of the run,
 // and exits 1 when one failed. Traffic goes only to 127.0.0.1 (the programs' own update checks and
 // telemetry are turned off by their environment variables).
@@ -34,9 +37,17 @@ const cleanup = () => {
   rmSync(tmp, { recursive: true, force: true });
 };
 const log = (m) => process.stderr.write(`agent-clis: ${m}\n`);
+const programs = new Set();
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    for (const p of programs) p.kill('SIGKILL');
+    cleanup();
+    process.exit(1);
+  });
+}
 
 /** Runs a program to its end (at most `ms`); its exit code and output. */
-function runProgram(cmd, argv, env, ms = 300_000) {
+function runProgram(cmd, argv, env, ms = 900_000) {
   return new Promise((resolve) => {
     const c = spawn(cmd, argv, {
       env: { PATH: process.env.PATH, ...env },
@@ -52,6 +63,7 @@ function runProgram(cmd, argv, env, ms = 300_000) {
     });
     const t = setTimeout(() => c.kill('SIGKILL'), ms);
     c.on('close', (code) => {
+      programs.delete(c);
       clearTimeout(t);
       resolve({ code, out });
     });

@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { ServerContext } from './context.js';
 import type { Engine, FunctionCalling } from './engine.js';
-import { type ApiError, EndReason } from './errors.js';
+import { type ApiError, ContextLengthError, EndReason } from './errors.js';
 import { chatFunctions } from './history.js';
 import { readBody, sendJson } from './http.js';
 import { type FinishReason, invalidJson, modelLoading, modelNotFound, shuttingDown } from './openai.js';
@@ -308,6 +308,8 @@ export async function serveGeneration<R extends CompletionRequest>(
         model: body.model,
         stream: body.stream,
         error: e.code,
+        // The prompt's size tells an operator why it did not fit.
+        ...(err instanceof ContextLengthError ? { prompt_tokens: err.promptTokens } : {}),
         completion_tokens: completionTokens,
         tokens: promptTokens + completionTokens,
       },

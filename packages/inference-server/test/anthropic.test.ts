@@ -110,8 +110,26 @@ describe('POST /v1/messages', () => {
         max_tokens: 32000,
         stream: true,
         system: [{ type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } }],
-        messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } }] }],
-        tools: [{ name: 'Bash', description: 'Runs a command.', input_schema: WEATHER }],
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'hi', cache_control: { type: 'ephemeral' } }] },
+          { role: 'system', content: 'A reminder in the middle of the conversation.' },
+        ],
+        // Keywords the grammar cannot enforce (minimum, format uri, pattern) in a tool that is not strict.
+        tools: [
+          {
+            name: 'Read',
+            description: 'Reads a file.',
+            input_schema: {
+              type: 'object',
+              properties: {
+                offset: { type: 'integer', minimum: 0 },
+                url: { type: 'string', format: 'uri', pattern: '^https?://' },
+                extra: {},
+              },
+              required: ['offset'],
+            },
+          },
+        ],
         thinking: { type: 'adaptive' },
         context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
         output_config: { effort: 'high' },
@@ -125,6 +143,21 @@ describe('POST /v1/messages', () => {
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toMatch(/^text\/event-stream/);
     expect(r.text).toContain('event: message_stop');
+    // A strict tool keeps its schema as it is: what the grammar cannot enforce is a 400 naming it.
+    const strict = await post({
+      model: 'tiny',
+      max_tokens: 1,
+      messages: [{ role: 'user', content: 'x' }],
+      tools: [
+        {
+          name: 'Read',
+          strict: true,
+          input_schema: { type: 'object', properties: { n: { type: 'integer', minimum: 0 } } },
+        },
+      ],
+    });
+    expect(strict.status).toBe(400);
+    expect(strict.json().error.message).toContain("'minimum'");
   });
 
   it('counts tokens with messages.count_tokens as the prompt of a message would take them', async () => {

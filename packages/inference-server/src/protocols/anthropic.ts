@@ -11,7 +11,7 @@ import { z } from '@vigil/shared-types';
 import type { ApiError } from '../errors.js';
 import type { CompletionMessage, ToolCall } from '../history.js';
 import { type CompletionRequest, checkTool, invalid, type ToolChoice, type ToolSpec } from '../request.js';
-import { check, type HostedTools, objectAt } from './common.js';
+import { check, type HostedTools, lenientSchema, objectAt } from './common.js';
 
 /** A validated Messages request (the engine's request). */
 export type MessagesRequest = CompletionRequest;
@@ -48,7 +48,8 @@ const countTop = top.extend({ max_tokens: z.number().int().min(1).nullish() });
 type Top = z.output<typeof countTop>;
 
 const message = z.object({
-  role: z.enum(['user', 'assistant']),
+  // `system` inside `messages`: Claude Code 2.1 sends it (instructions in the middle of a conversation).
+  role: z.enum(['user', 'assistant', 'system']),
   content: z.union([z.string(), z.array(z.record(z.string(), z.unknown()))]),
 });
 const customTool = z.object({
@@ -56,6 +57,7 @@ const customTool = z.object({
   name: z.string(),
   description: z.string().nullish(),
   input_schema: z.record(z.string(), z.unknown()),
+  strict: z.boolean().nullish(),
 });
 const textBlock = z.object({ type: z.literal('text'), text: z.string() });
 const toolUse = z.object({
@@ -116,6 +118,10 @@ function parseMessages(t: Top, root: unknown): CompletionMessage[] {
   const calls = new Set<string>();
   t.messages.forEach((raw, i) => {
     const m = check(message, objectAt(raw, `messages[${i}]`), root, ['messages', i]);
+    if (m.role === 'system') {
+      out.push({ role: 'system', content: blocksText(m.content, root, ['messages', i, 'content']) });
+      return;
+    }
     if (typeof m.content === 'string') {
       out.push({ role: m.role, content: m.content });
       return;
@@ -164,7 +170,15 @@ function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSp
     if (type === undefined || type === null || type === 'custom') {
       const c = check(customTool, raw, root, ['tools', i]);
       tools.push(
-        checkTool({ name: c.name, description: c.description, parameters: c.input_schema }, `tools[${i}]`, names),
+        checkTool(
+          {
+            name: c.name,
+            description: c.description,
+            parameters: c.strict === true ? c.input_schema : lenientSchema(c.input_schema),
+          },
+          `tools[${i}]`,
+          names,
+        ),
       );
     } else if (typeof type === 'string' && /_\d{8}$/.test(type)) {
       hosted.leaveOut(type, `tools[${i}].type`, '/v1/messages');

@@ -7,6 +7,7 @@
 import type { z } from '@vigil/shared-types';
 import type { Logger } from '../logger.js';
 import { invalid, toInvalid } from '../request.js';
+import { ANNOTATIONS, ENFORCED, FORMATS } from '../schema.js';
 
 /** `value` (found at `path` in `root`) checked against `schema`; a 400 naming the field when it fails. */
 export function check<T extends z.ZodType>(
@@ -82,4 +83,36 @@ export class CallPieces {
     this.held = all.slice(body.length);
     return { first, text: body };
   }
+}
+
+/** What an any-value schema becomes for a non-strict tool: any JSON scalar. */
+const ANY_SCALAR = { oneOf: [{ type: 'string' }, { type: 'number' }, { type: 'boolean' }, { type: 'null' }] };
+const SCHEMA_LISTS = new Set(['oneOf', 'anyOf', 'prefixItems']);
+const SCHEMA_MAPS = new Set(['properties', '$defs', 'definitions']);
+
+/**
+ * The parameters of a tool that is not `strict`, made fit for the grammar as agents' tools need
+ * (Claude Code's and Codex's schemas carry `minimum`, `pattern`, `format: uri`, …): keywords the
+ * grammar cannot enforce are dropped (the client still validates the call against its own
+ * schema), and a schema that allows any value becomes any JSON scalar. What the grammar enforces
+ * is kept as it is; a `strict` tool's schema is not relaxed (400 naming the keyword, as in chat).
+ */
+export function lenientSchema(node: unknown): unknown {
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (node === true) return ANY_SCALAR;
+  if (!isObject(node)) return node;
+  const kept = Object.entries(node).filter(
+    ([k, v]) => ANNOTATIONS.has(k) || (ENFORCED.has(k) && !(k === 'format' && !FORMATS.has(String(v)))),
+  );
+  if (kept.every(([k]) => ANNOTATIONS.has(k))) return { ...Object.fromEntries(kept), ...ANY_SCALAR };
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of kept) {
+    if (SCHEMA_LISTS.has(k) && Array.isArray(v)) out[k] = v.map(lenientSchema);
+    else if (SCHEMA_MAPS.has(k) && isObject(v)) {
+      out[k] = Object.fromEntries(Object.entries(v).map(([name, s]) => [name, lenientSchema(s)]));
+    } else if ((k === 'items' || k === 'additionalProperties') && isObject(v)) out[k] = lenientSchema(v);
+    else out[k] = v;
+  }
+  return out;
 }

@@ -17,7 +17,7 @@ import {
   type ToolSpec,
 } from '../request.js';
 import { toGrammarSchema } from '../schema.js';
-import { check, type HostedTools, objectAt } from './common.js';
+import { check, type HostedTools, lenientSchema, objectAt } from './common.js';
 
 /** Hosted tools of the Responses API: the server cannot run them; left out of what the model sees. */
 export const RESPONSES_HOSTED_TOOLS: readonly string[] = [
@@ -148,7 +148,8 @@ function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSp
   const one = (raw: unknown, path: (string | number)[], namespace: string | null) => {
     const f = check(functionTool, raw, root, path);
     const flat = flatName(namespace, f.name);
-    tools.push(checkTool({ ...f, name: flat }, paramOf(path), seen));
+    const parameters = f.strict === true ? f.parameters : lenientSchema(f.parameters);
+    tools.push(checkTool({ ...f, name: flat, parameters }, paramOf(path), seen));
     names.set(flat, { name: f.name, namespace });
   };
   (t.tools ?? []).forEach((raw, i) => {
