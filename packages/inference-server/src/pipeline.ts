@@ -123,6 +123,113 @@ export function sendProtocolError(res: ServerResponse, protocol: Pick<Protocol, 
   sendJson(res, err.status, protocol.errorBody(err), { ...err.headers });
 }
 
+/** A request's end, whatever comes first: its deadline, its client leaving, the shutdown. */
+export interface RequestAbort {
+  readonly signal: AbortSignal;
+  /** Rejects when the request is aborted, whatever the native side does. */
+  readonly aborted: Promise<never>;
+  /** Clears the deadline and forgets the request (call once, at its end). */
+  done(): void;
+}
+
+/** Arms the deadline (`--request-timeout`, queueing included) and the client's leaving for one request. */
+export function requestAbort(ctx: ServerContext, res: ServerResponse, what = 'The completion'): RequestAbort {
+  const ac = new AbortController();
+  const abort = (reason: EndReason) => {
+    if (!ac.signal.aborted) ac.abort(reason);
+  };
+  ctx.inFlight.add(abort);
+  const s = ctx.config.requestTimeoutMs / 1000;
+  const timer = setTimeout(
+    () => abort(new EndReason('timeout', `${what} did not finish within ${s} s (--request-timeout) and was stopped.`)),
+    ctx.config.requestTimeoutMs,
+  );
+  res.on('close', () => {
+    if (!res.writableFinished) abort(new EndReason('client', 'The client closed the connection.'));
+  });
+  const aborted = new Promise<never>((_, reject) => {
+    if (ac.signal.aborted) reject(ac.signal.reason);
+    ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
+  });
+  aborted.catch(() => {});
+  return {
+    signal: ac.signal,
+    aborted,
+    done: () => {
+      clearTimeout(timer);
+      ctx.inFlight.delete(abort);
+    },
+  };
+}
+
+/** Token counts so far (read by the failure's access-log line too). */
+interface Counts {
+  prompt: number;
+  completion: number;
+}
+
+/** The n choices one after another on the one sequence `held` (its cache keeps the prompt). */
+async function generateChoices(
+  eng: Engine,
+  held: number,
+  body: CompletionRequest,
+  out: Output,
+  signal: AbortSignal,
+  constraints: Constraints,
+  counts: Counts,
+  onFirstToken: () => void,
+): Promise<GeneratedChoice[]> {
+  const choices: GeneratedChoice[] = [];
+  let generated = 0;
+  let first = true;
+  for (let i = 0; i < body.n; i++) {
+    const result = await eng.complete(held, {
+      messages: body.messages,
+      maxTokens: body.maxTokens,
+      temperature: body.temperature,
+      topP: body.topP,
+      topK: body.topK ?? null,
+      // llama.cpp's default seed is the current second: requests without one would repeat
+      // each other. With a seed, choice i samples with seed + i (reproducible, and distinct).
+      seed: body.seed === null ? randomInt(0x1_0000_0000) : (body.seed + i) >>> 0,
+      stop: body.stop,
+      frequencyPenalty: body.frequencyPenalty,
+      presencePenalty: body.presencePenalty,
+      ...(body.prompts ? { prompt: body.prompts[i % body.prompts.length] ?? '' } : {}),
+      signal,
+      ...constraints,
+      onTokens: (count: number) => {
+        if (first) {
+          first = false;
+          onFirstToken();
+        }
+        counts.completion = generated + count;
+      },
+      ...(body.stream
+        ? {
+            onText: (text: string) => {
+              if (text !== '') out.text(i, text);
+            },
+            onCallText: (callIndex: number, name: string, text: string) => out.callText(i, callIndex, name, text),
+          }
+        : {}),
+    });
+    generated += result.completionTokens;
+    counts.completion = generated;
+    // Several prompts (legacy completions) each count; n choices of one prompt count it once.
+    counts.prompt = (body.prompts?.length ?? 1) > 1 ? counts.prompt + result.promptTokens : result.promptTokens;
+    const choice: GeneratedChoice = {
+      text: result.text,
+      finishReason: result.finishReason,
+      calls: result.calls,
+      stopSequence: result.stopSequence,
+    };
+    choices.push(choice);
+    if (body.stream) out.endChoice(i, choice);
+  }
+  return choices;
+}
+
 /** Serves one generating request of `protocol`; never rejects. */
 export async function serveGeneration<R extends CompletionRequest>(
   ctx: ServerContext,
@@ -145,34 +252,9 @@ export async function serveGeneration<R extends CompletionRequest>(
     return;
   }
   const eng = ctx.engine()!;
-  const ac = new AbortController();
-  const abort = (reason: EndReason) => {
-    if (!ac.signal.aborted) ac.abort(reason);
-  };
-  ctx.inFlight.add(abort);
-  const timer = setTimeout(
-    () =>
-      abort(
-        new EndReason(
-          'timeout',
-          `The completion did not finish within ${config.requestTimeoutMs / 1000} s (--request-timeout) and was stopped.`,
-        ),
-      ),
-    config.requestTimeoutMs,
-  );
-  res.on('close', () => {
-    if (!res.writableFinished) abort(new EndReason('client', 'The client closed the connection.'));
-  });
-  /** Settles (rejects) when the completion is aborted, whatever the native side does. */
-  const aborted = new Promise<never>((_, reject) => {
-    if (ac.signal.aborted) reject(ac.signal.reason);
-    ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
-  });
-  aborted.catch(() => {});
-
+  const end = requestAbort(ctx, res);
   let streaming = false;
-  let promptTokens = 0;
-  let completionTokens = 0;
+  const counts: Counts = { prompt: 0, completion: 0 };
   let lastWrite = Date.now();
   const write = (text: string) => {
     if (!res.destroyed && !res.writableEnded) {
@@ -186,12 +268,12 @@ export async function serveGeneration<R extends CompletionRequest>(
   let keepAlive: NodeJS.Timeout | undefined;
   try {
     const constraints = await constraintsFor(eng, body);
-    const held = await scheduler.acquire(ac.signal);
-    if (ac.signal.aborted) {
+    const held = await scheduler.acquire(end.signal);
+    if (end.signal.aborted) {
       scheduler.release(held);
-      throw ac.signal.reason;
+      throw end.signal.reason;
     }
-    ac.signal.addEventListener('abort', () => scheduler.noteAborted(held), { once: true });
+    end.signal.addEventListener('abort', () => scheduler.noteAborted(held), { once: true });
     if (body.stream) {
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
@@ -208,67 +290,17 @@ export async function serveGeneration<R extends CompletionRequest>(
         }, every);
       }
     }
-    let firstToken = false;
-    /** The n choices one after another on the one sequence (its cache keeps the prompt). */
-    const generateAll = async () => {
-      const choices: GeneratedChoice[] = [];
-      let generated = 0;
-      for (let i = 0; i < body.n; i++) {
-        const result = await eng.complete(held, {
-          messages: body.messages,
-          maxTokens: body.maxTokens,
-          temperature: body.temperature,
-          topP: body.topP,
-          topK: body.topK ?? null,
-          // llama.cpp's default seed is the current second: requests without one would repeat
-          // each other. With a seed, choice i samples with seed + i (reproducible, and distinct).
-          seed: body.seed === null ? randomInt(0x1_0000_0000) : (body.seed + i) >>> 0,
-          stop: body.stop,
-          frequencyPenalty: body.frequencyPenalty,
-          presencePenalty: body.presencePenalty,
-          ...(body.prompts ? { prompt: body.prompts[i % body.prompts.length] ?? '' } : {}),
-          signal: ac.signal,
-          ...constraints,
-          onTokens: (count: number) => {
-            if (!firstToken) {
-              firstToken = true;
-              ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9);
-            }
-            completionTokens = generated + count;
-          },
-          ...(body.stream
-            ? {
-                onText: (text: string) => {
-                  if (text !== '') out.text(i, text);
-                },
-                onCallText: (callIndex: number, name: string, text: string) => out.callText(i, callIndex, name, text),
-              }
-            : {}),
-        });
-        generated += result.completionTokens;
-        completionTokens = generated;
-        // Several prompts (legacy completions) each count; n choices of one prompt count it once.
-        promptTokens = (body.prompts?.length ?? 1) > 1 ? promptTokens + result.promptTokens : result.promptTokens;
-        const choice: GeneratedChoice = {
-          text: result.text,
-          finishReason: result.finishReason,
-          calls: result.calls,
-          stopSequence: result.stopSequence,
-        };
-        choices.push(choice);
-        if (body.stream) out.endChoice(i, choice);
-      }
-      return choices;
-    };
-    const generation = generateAll();
+    const generation = generateChoices(eng, held, body, out, end.signal, constraints, counts, () =>
+      ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9),
+    );
     // The sequence is given back when the generation has really ended, not before.
     generation.then(
       () => scheduler.release(held, Date.now() - started),
       () => scheduler.release(held),
     );
-    const choices = await Promise.race([generation, aborted]);
-    ctx.metrics.tokens(promptTokens, completionTokens);
-    const answer = out.finish({ choices, promptTokens, completionTokens });
+    const choices = await Promise.race([generation, end.aborted]);
+    ctx.metrics.tokens(counts.prompt, counts.completion);
+    const answer = out.finish({ choices, promptTokens: counts.prompt, completionTokens: counts.completion });
     if (streaming) res.end();
     else sendJson(res, 200, answer);
     const finish = [...new Set(choices.map((c) => c.finishReason))].join(',');
@@ -281,9 +313,9 @@ export async function serveGeneration<R extends CompletionRequest>(
         model: body.model,
         stream: body.stream,
         finish_reason: finish,
-        prompt_tokens: promptTokens,
-        completion_tokens: completionTokens,
-        tokens: promptTokens + completionTokens,
+        prompt_tokens: counts.prompt,
+        completion_tokens: counts.completion,
+        tokens: counts.prompt + counts.completion,
       },
       PRIMARY_SUCCESS_MARKER,
     );
@@ -310,14 +342,13 @@ export async function serveGeneration<R extends CompletionRequest>(
         error: e.code,
         // The prompt's size tells an operator why it did not fit.
         ...(err instanceof ContextLengthError ? { prompt_tokens: err.promptTokens } : {}),
-        completion_tokens: completionTokens,
-        tokens: promptTokens + completionTokens,
+        completion_tokens: counts.completion,
+        tokens: counts.prompt + counts.completion,
       },
       'request failed',
     );
   } finally {
-    clearTimeout(timer);
+    end.done();
     clearInterval(keepAlive);
-    ctx.inFlight.delete(abort);
   }
 }

@@ -9,10 +9,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from '@vigil/shared-types';
 import type { ServerContext } from '../context.js';
-import { ContextLengthError, EndReason } from '../errors.js';
+import { ContextLengthError } from '../errors.js';
 import { sendJson } from '../http.js';
 import { invalid, toApiError } from '../openai.js';
-import { checkModel, readJson, sendProtocolError } from '../pipeline.js';
+import { checkModel, readJson, requestAbort, sendProtocolError } from '../pipeline.js';
 import { check, objectAt } from './common.js';
 
 const top = z.object({
@@ -61,31 +61,14 @@ export async function serveEmbeddings(
   listener: string,
   startedNs: bigint,
 ): Promise<void> {
-  const ac = new AbortController();
-  const abort = (reason: EndReason) => {
-    if (!ac.signal.aborted) ac.abort(reason);
-  };
-  const timer = setTimeout(
-    () =>
-      abort(
-        new EndReason(
-          'timeout',
-          `The embeddings did not finish within ${ctx.config.requestTimeoutMs / 1000} s (--request-timeout).`,
-        ),
-      ),
-    ctx.config.requestTimeoutMs,
-  );
-  res.on('close', () => {
-    if (!res.writableFinished) abort(new EndReason('client', 'The client closed the connection.'));
-  });
-  ctx.inFlight.add(abort);
+  const end = requestAbort(ctx, res, 'The embeddings');
   let held: number | null = null;
   try {
     const body = parseEmbeddingsRequest(await readJson(ctx, req));
     const eng = checkModel(ctx, body.model);
-    held = await ctx.scheduler.acquire(ac.signal);
-    ac.signal.throwIfAborted();
-    const { vectors, tokens } = await eng.embeddings.embed(body.input, ac.signal);
+    held = await ctx.scheduler.acquire(end.signal);
+    end.signal.throwIfAborted();
+    const { vectors, tokens } = await Promise.race([eng.embeddings.embed(body.input, end.signal), end.aborted]);
     ctx.scheduler.release(held);
     held = null;
     ctx.metrics.tokens(tokens, 0);
@@ -103,7 +86,6 @@ export async function serveEmbeddings(
     ctx.access(req, listener, startedNs, e.status, { error: e.code });
   } finally {
     if (held !== null) ctx.scheduler.release(held);
-    clearTimeout(timer);
-    ctx.inFlight.delete(abort);
+    end.done();
   }
 }
