@@ -76,6 +76,16 @@ describe('POST /v1/completions', () => {
   });
 });
 
+describe('one pipeline', () => {
+  it('counts each route under its own name in /metrics', async () => {
+    await s.openai.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 1 });
+    await s.openai.embeddings.create({ model: 'tiny', input: 'x' });
+    const m = await request(s.http, { path: '/metrics' });
+    expect(m.text).toMatch(/route="\/v1\/completions"[^\n]*status="200"/);
+    expect(m.text).toMatch(/route="\/v1\/embeddings"[^\n]*status="200"/);
+  });
+});
+
 describe('POST /v1/embeddings', () => {
   it("answers vectors of the model's embedding size; the same input gives the same vector", async () => {
     const r = await s.openai.embeddings.create({ model: 'tiny', input: ['hello world', 'goodbye', 'hello world'] });
