@@ -3,7 +3,7 @@
  * input items (messages, `function_call`, `function_call_output`) become the conversation,
  * `tools` of type `function` and `namespace` the functions the model sees (a namespaced function
  * is offered as `namespace__name` and called back with `namespace` and `name`), hosted tools are
- * left out (hosted.ts), `text.format` is the grammar. Fields that mean nothing for a local model
+ * left out (common.ts), `text.format` is the grammar. Fields that mean nothing for a local model
  * (`reasoning`, `include`, `prompt_cache_key`, …) are accepted and documented. Pure.
  */
 import { z } from '@vigil/shared-types';
