@@ -12,7 +12,10 @@
 // models never stop by themselves, so each turn runs until the context is full: give a context a
 // little larger than the program's prompt (with the tiny model's tokenizer, Codex CLI 0.169's is
 // about 27.5 k tokens and Claude Code 2.1's about 57.5 k: `--only codex --context-size 28672`,
-// `--only claude --context-size 58368`). The server gets an API key and --request-timeout 600. Each program must exit 0 without an API error in its
+// `--only claude --context-size 58368`). The server gets an API key and --request-timeout 600.
+// With a generated model a turn therefore ends when the context is full: the Responses API calls
+// that `incomplete` (reason max_output_tokens), and Codex exits 1 saying so; with a real model,
+// which ends its answer, the turn is `completed`. Each program must exit 0 without an API error in its
 // output; the script prints one line per program and the server's access-log lines of the run,
 // and exits 1 when one failed. Traffic goes only to 127.0.0.1 (the programs' own update checks and
 // telemetry are turned off by their environment variables).
