@@ -283,12 +283,18 @@ describe('the plist reader', () => {
   });
 });
 
+/** The binary a service runs: its package's; the status page is `vigil status-page`. */
+const binaryOf = (service: string) =>
+  service === 'status-page'
+    ? join(root, 'packages', 'stack', 'bin', 'vigil.js')
+    : join(root, 'packages', service, 'bin', `${service}.js`);
+
 describe('vigil install for launchd', () => {
   const prefix = freshDir('launchd');
   const r = install(['--no-load', ...base('launchd', prefix)]);
   const loc = r.plan.locations;
   const agents = join(prefix, 'Library', 'LaunchAgents');
-  const labels = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check'].map(
+  const labels = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'status-page', 'health-check'].map(
     (s) => `org.vigil.${s}`,
   );
   const fallbackPlist = join(loc.config, 'launchd', 'org.vigil.inference-fallback.plist');
@@ -321,7 +327,7 @@ describe('vigil install for launchd', () => {
       const argv = p.ProgramArguments as string[];
       expect(argv[0]).toBe(process.execPath);
       const pkg = label.replace('org.vigil.', '').replace('inference-fallback', 'inference-server');
-      expect(argv[1]).toBe(join(root, 'packages', pkg, 'bin', `${pkg}.js`));
+      expect(argv[1]).toBe(binaryOf(pkg));
       expect(existsSync(argv[1]!)).toBe(true);
       expect(argv.join(' ')).not.toMatch(/@[A-Z_]+@/);
       expect(dirname(p.StandardOutPath as string)).toBe(loc.logs);
@@ -444,6 +450,7 @@ describe('vigil install for systemd', () => {
     'vigil-inference-server.service',
     'vigil-inference-fallback.service',
     'vigil-guardian.service',
+    'vigil-status-page.service',
     'vigil-health-check.service',
     'vigil-health-check.timer',
   ];
@@ -485,7 +492,7 @@ describe('vigil install for systemd', () => {
       const argv = execStart(name);
       expect(argv[0]).toBe(process.execPath);
       const pkg = name.replace(/^vigil-|\.service$/g, '').replace('inference-fallback', 'inference-server');
-      expect(argv[1]).toBe(join(root, 'packages', pkg, 'bin', `${pkg}.js`));
+      expect(argv[1]).toBe(binaryOf(pkg));
       expect(existsSync(argv[1]!)).toBe(true);
       const out = one(name, 'Service', 'StandardOutput');
       expect(out).toMatch(new RegExp(`^append:${loc.logs}/`));
@@ -667,12 +674,12 @@ describe('vigil install loading, idempotence and uninstall', () => {
     expect(argvs(r.plan.commands)).toEqual([
       [process.execPath, bin, 'make-model', '--out', join(data, 'models', 'tiny.gguf')],
       [process.execPath, bin, 'certs', '--out', pki],
-      ...['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check'].flatMap((l) => [
+      ...['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'status-page', 'health-check'].flatMap((l) => [
         ['launchctl', 'bootout', `gui/${uid}/org.vigil.${l}`],
         ['launchctl', 'bootstrap', `gui/${uid}`, plist(l)],
       ]),
     ]);
-    expect(r.plan.commands.filter((c) => c.mayFail).map((c) => c.argv[1])).toEqual(Array(5).fill('bootout'));
+    expect(r.plan.commands.filter((c) => c.mayFail).map((c) => c.argv[1])).toEqual(Array(6).fill('bootout'));
     expect(r.plan.files.every((f) => f.action === 'create')).toBe(true);
   });
 
@@ -711,6 +718,7 @@ describe('vigil install loading, idempotence and uninstall', () => {
         'vigil-inference-server.service',
         'vigil-inference-fallback.service',
         'vigil-guardian.service',
+        'vigil-status-page.service',
         'vigil-health-check.timer',
       ],
       ['loginctl', 'enable-linger', expect.any(String)],
@@ -721,7 +729,7 @@ describe('vigil install loading, idempotence and uninstall', () => {
     const prefix = freshDir('launchd');
     const fake = freshDir('fake');
     const plist = (l: string) => join(prefix, 'Library', 'LaunchAgents', `org.vigil.${l}.plist`);
-    const boot = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check'];
+    const boot = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'status-page', 'health-check'];
 
     const first = install(base('launchd', prefix), fake);
     expect([first.code, first.stderr]).toEqual([0, '']);
@@ -793,6 +801,7 @@ describe('vigil install loading, idempotence and uninstall', () => {
       'vigil-inference-server.service',
       'vigil-inference-fallback.service',
       'vigil-guardian.service',
+      'vigil-status-page.service',
       'vigil-health-check.timer',
     ];
     const first = install(base('systemd', prefix), fake);
@@ -822,7 +831,7 @@ describe('vigil install loading, idempotence and uninstall', () => {
     });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/launchctl bootstrap gui\/\d+ \S+org\.vigil\.signal-daemon\.plist failed \(rc 5\)/);
-    expect(r.stdout).toMatch(/4 command\(s\) failed/);
+    expect(r.stdout).toMatch(/5 command\(s\) failed/);
   }, 60000);
 
   it('runs the services with the node found on PATH (not its resolved version directory) unless --node is given', () => {
@@ -864,6 +873,7 @@ describe('vigil install loading, idempotence and uninstall', () => {
       expect(dry.plan.files.map((f) => [f.path, f.action]).sort()).toEqual(written.map((p) => [p, 'remove']).sort());
       const services = [
         'health-check',
+        'status-page',
         'guardian',
         'inference-fallback',
         'inference-server',

@@ -37,6 +37,7 @@ interface Ports {
   relay: number;
   inference: number;
   mtls: number;
+  page: number;
 }
 
 let home: { dir: string; cleanup: () => void };
@@ -98,6 +99,7 @@ describe('the whole stack', () => {
       relay: await freePort('127.0.0.2'),
       inference: await freePort(),
       mtls: await freePort(),
+      page: await freePort(),
     };
     // Under the umask of a usual login shell (022): what the stack writes is private all the same.
     stack = spawn(
@@ -120,6 +122,8 @@ describe('the whole stack', () => {
         `127.0.0.1:${ports.inference}`,
         '--mtls',
         `127.0.0.1:${ports.mtls}`,
+        '--status-page',
+        `127.0.0.1:${ports.page}`,
         '--threads',
         '1',
         '--guardian-interval',
@@ -233,12 +237,13 @@ describe('the whole stack', () => {
     expect(r.stdout).toMatch(
       new RegExp(`^vigil running from ${home.dir} \\(supervisor pid ${stack.pid}, up \\d+ (s|min)`),
     );
-    for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian']) {
+    for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'status-page']) {
       expect(r.stdout).toMatch(new RegExp(`^  ${name}\\s+running\\s+\\d+\\s+\\d+ (s|min)( \\d+ s)?\\s+0\\s+-$`, 'm'));
     }
     expect(r.stdout).toMatch(/^ {2}inference-fallback\s+stopped\s+-\s+-\s+0\s+-$/m);
     expect(r.stdout).toMatch(/^ {2}guardian: {2}\w+/m);
     expect(r.stdout).toMatch(/^ {2}health: {4}healthy \(exit 0\) \d+ (s|min)/m);
+    expect(r.stdout).toContain(`  page:      http://127.0.0.1:${ports.page}/\n`);
     const json = await run([VIGIL, '--home', home.dir, 'status', '--json']);
     const parsed = JSON.parse(json.stdout);
     expect(parsed.supervisor).toMatchObject({ pid: stack.pid, home: home.dir });
@@ -449,6 +454,8 @@ describe('starting the stack', () => {
       `127.0.0.1:${await freePort()}`,
       '--mtls',
       'off',
+      '--status-page',
+      `127.0.0.1:${await freePort()}`,
       '--threads',
       '1',
       '--health-interval',
@@ -470,10 +477,10 @@ describe('starting the stack', () => {
       await until('the first stack', () => first.out().includes('vigil is running'), 120_000);
       first.child.kill('SIGKILL');
       await exited(first.child);
-      expect(await ours()).toHaveLength(4); // its services outlive it
+      expect(await ours()).toHaveLength(5); // its services outlive it
       const second = launch();
       await until('the second stack', () => /vigil is running|^vigil: .*(in use|cannot)/m.test(second.out()), 120_000);
-      for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian']) {
+      for (const name of ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'status-page']) {
         expect(second.out()).toMatch(
           new RegExp(`vigil: stopping ${name} \\(pid \\d+\\) left by a stack that did not stop cleanly`),
         );

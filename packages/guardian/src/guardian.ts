@@ -3,10 +3,10 @@
  * and of both access logs, probes, the binary), asks `decide` what to do, performs the actions
  * (service manager, lock file, alerts), writes the events and keeps the state file.
  */
-import { appendFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { exitCodeFor, findFatalPattern, isSuccessLogLine, jsonLogLine } from '@vigil/shared-types';
 import {
+  appendFileNoFollow,
   ensureDir,
   fileExists,
   RC_NOT_FOUND,
@@ -411,7 +411,8 @@ export class Guardian {
       this.logDirMade = true;
     }
     // One write per batch, appended: a line is never half-written, and a rotated log is followed.
-    appendFileSync(file, `${lines.join('\n')}\n`, { mode: 0o640 });
+    // Never through a symbolic link (the file's or its directory's).
+    appendFileNoFollow(file, `${lines.join('\n')}\n`, 0o640);
   }
 }
 

@@ -8,7 +8,14 @@
 import { readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { formatHostPort, type HostPort, INFERENCE_PATHS, isProbeSuccess, probeRequest } from '@vigil/shared-types';
+import {
+  formatHostPort,
+  type HostPort,
+  INFERENCE_PATHS,
+  isProbeSuccess,
+  probeRequest,
+  terminalSafe,
+} from '@vigil/shared-types';
 import got, { type Got, RequestError } from 'got';
 import type { ProbeKind, RootCause } from './machine.js';
 
@@ -53,9 +60,9 @@ export interface ProbeResult {
 
 const SNIPPET_CHARS = 200;
 
-/** At most SNIPPET_CHARS characters of text, on one line. */
+/** At most SNIPPET_CHARS characters of text, on one line, control characters escaped (terminalSafe). */
 export function excerpt(text: string): string {
-  const one = text.replace(/\s+/g, ' ').trim();
+  const one = terminalSafe(text.replace(/\s+/g, ' ').trim());
   return one.length > SNIPPET_CHARS ? `${one.slice(0, SNIPPET_CHARS - 1)}…` : one;
 }
 

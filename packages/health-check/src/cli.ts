@@ -1,4 +1,4 @@
-import { HealthExit, type HealthReport, NOTIFY_DEFAULTS } from '@vigil/shared-types';
+import { HealthExit, type HealthReport, NOTIFY_DEFAULTS, terminalSafe } from '@vigil/shared-types';
 import { flagParser, runCli } from '@vigil/shared-types/node';
 import { Command, CommanderError, Option } from 'commander';
 import { type HealthConfig, loadConfig } from './config.js';
@@ -55,7 +55,7 @@ function printNotRun(message: string, o: Options): void {
 /** A ping or alert that failed: one line on stderr, unless quiet (the health log has it anyway). */
 function sayFailures(notes: readonly Note[], o: Options): void {
   if (o.quiet) return;
-  for (const n of notes) if (!n.ok) process.stderr.write(`${BIN}: ${n.what} failed: ${n.detail}\n`);
+  for (const n of notes) if (!n.ok) process.stderr.write(`${BIN}: ${n.what} failed: ${terminalSafe(n.detail)}\n`);
 }
 
 function print(report: HealthReport, o: Options): void {

@@ -1,8 +1,7 @@
 /** One run: every check in order under the lock, the report appended to the health log, the table. */
-import { appendFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { HealthExit, type HealthReport, healthExitCode } from '@vigil/shared-types';
-import { acquireLock, ensureDir, LockBusyError, PRIVATE_FILE } from '@vigil/shared-types/node';
+import { HealthExit, type HealthReport, healthExitCode, terminalSafe } from '@vigil/shared-types';
+import { acquireLock, appendFileNoFollow, ensureDir, LockBusyError, PRIVATE_FILE } from '@vigil/shared-types/node';
 import { CHECKS, runCheck } from './checks/index.js';
 import type { HealthConfig } from './config.js';
 import { LockedError } from './errors.js';
@@ -53,7 +52,7 @@ export async function runChecks(
 /** One JSON line per run. */
 export function appendReport(file: string, report: HealthReport | Record<string, unknown>): void {
   ensureDir(dirname(file));
-  appendFileSync(file, `${JSON.stringify(report)}\n`, { mode: PRIVATE_FILE });
+  appendFileNoFollow(file, `${JSON.stringify(report)}\n`, PRIVATE_FILE);
 }
 
 const COLOURS = { ok: 32, healed: 33, failed: 31, skipped: 90 } as const;
@@ -64,17 +63,17 @@ const VERDICT = {
   [HealthExit.UNKNOWN]: 'the check could not run',
 } as const;
 
-/** The human-readable table (colour only on a terminal). */
+/** The human-readable table (colour only on a terminal); what the checks found out is printed terminal-safe. */
 export function formatReport(report: HealthReport, colour: boolean): string {
   const paint = (status: keyof typeof COLOURS, text: string) =>
     colour ? `\x1b[${COLOURS[status]}m${text}\x1b[0m` : text;
   const width = Math.max(...report.checks.map((c) => c.name.length), 5);
   const lines = [`${'check'.padEnd(width)}  ${'status'.padEnd(7)}  detail`];
   for (const c of report.checks) {
-    lines.push(`${c.name.padEnd(width)}  ${paint(c.status, c.status.padEnd(7))}  ${c.detail}`);
+    lines.push(`${c.name.padEnd(width)}  ${paint(c.status, c.status.padEnd(7))}  ${terminalSafe(c.detail)}`);
     if (c.fix)
       lines.push(
-        `${''.padEnd(width)}  ${''.padEnd(7)}  fix: ${c.fix.action}${c.fix.ok ? '' : ` (failed: ${c.fix.detail})`}`,
+        `${''.padEnd(width)}  ${''.padEnd(7)}  fix: ${c.fix.action}${c.fix.ok ? '' : ` (failed: ${terminalSafe(c.fix.detail)})`}`,
       );
   }
   lines.push('', `${VERDICT[report.exitCode]} (exit ${report.exitCode}, ${report.durationMs} ms)`);

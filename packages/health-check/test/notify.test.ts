@@ -3,7 +3,7 @@
  * (the built binary) against a real daemon, with a local HTTP server standing for healthchecks.io
  * and the webhook.
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -20,6 +20,7 @@ let server: Server;
 let base = '';
 let seen: Seen[] = [];
 let hookStatus = 200;
+let hookBody = 'OK';
 
 beforeAll(async () => {
   lab = await Lab.create();
@@ -29,7 +30,7 @@ beforeAll(async () => {
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, body });
       res.statusCode = req.url === '/hook' ? hookStatus : 200;
-      res.end('OK');
+      res.end(req.url === '/hook' ? hookBody : 'OK');
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -178,6 +179,39 @@ describe('Nagios output, pings and the webhook alert', () => {
     expect((await healthCheck(['--quiet', '--config', config])).code).toBe(2);
     expect((await healthCheck(['--quiet', '--config', config])).code).toBe(2);
     expect(hooks().map((h) => h.event)).toEqual(['manual_intervention']);
+  });
+
+  it('prints what a webhook answered with its control characters escaped; refuses a symlinked log directory', async () => {
+    hookStatus = 500;
+    hookBody = '\x1b]0;owned\x07\x1b[2J\x1b[31mdown';
+    try {
+      const config = lab.writeConfig(
+        {
+          ...lab.baseConfig(),
+          daemon: { http: `127.0.0.1:${await freePort()}`, processMatch: lab.processMatch },
+          healthLog: lab.path('hostile/health.log'),
+          alert: { webhook: { url: `${base}/hook`, timeoutS: 2 } },
+        },
+        'hostile.json',
+      );
+      const r = await healthCheck(['--config', config]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('HTTP 500: \\x1b]0;owned\\x07\\x1b[2J\\x1b[31mdown');
+      expect(r.stderr).not.toContain('\x1b');
+      expect(r.stderr).not.toContain('\x07');
+    } finally {
+      hookStatus = 200;
+      hookBody = 'OK';
+    }
+    // A health log whose directory is a link (into another user's directory) is not written through.
+    const victim = lab.path('victim');
+    mkdirSync(victim);
+    symlinkSync(victim, lab.path('linked'));
+    const config = lab.writeConfig({ ...lab.baseConfig(), healthLog: lab.path('linked/health.log') }, 'linked.json');
+    const r = await healthCheck(['--json', '--config', config]);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain('is a symbolic link');
+    expect(readdirSync(victim)).toEqual([]);
   });
 
   it('sends nothing anywhere when nothing is configured', async () => {

@@ -7,22 +7,11 @@
  * headers it needs, and its preflight a 204.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { judgeOrigin } from '@vigil/shared-types';
 import { ApiError } from './errors.js';
 
-/** `scheme://host[:port]` in its canonical form, or null for anything that is not an http(s) origin. */
-export function canonicalOrigin(text: string): string | null {
-  let u: URL;
-  try {
-    u = new URL(text.trim());
-  } catch {
-    return null;
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
-  if (u.username !== '' || u.password !== '' || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash) {
-    return null;
-  }
-  return u.origin;
-}
+/** The one origin rule of vigil's listeners (shared with the messaging daemon). */
+export { canonicalOrigin } from '@vigil/shared-types';
 
 export const originNotAllowed = (origin: string): ApiError =>
   new ApiError(
@@ -63,10 +52,10 @@ export type OriginVerdict =
  * headers on `res`, and answers its preflight (OPTIONS with Access-Control-Request-Method).
  */
 export function checkOrigin(req: IncomingMessage, res: ServerResponse, allowed: ReadonlySet<string>): OriginVerdict {
-  const header = req.headers.origin;
-  if (header === undefined) return { kind: 'none' };
-  const origin = canonicalOrigin(header);
-  if (origin === null || !allowed.has(origin)) return { kind: 'refused', error: originNotAllowed(header) };
+  const rule = judgeOrigin(req.headers.origin, allowed);
+  if (rule.kind === 'none') return rule;
+  if (rule.kind === 'refused') return { kind: 'refused', error: originNotAllowed(rule.origin) };
+  const origin = rule.origin;
   res.setHeader('access-control-allow-origin', origin);
   res.setHeader('vary', 'Origin');
   res.setHeader('access-control-expose-headers', 'Retry-After');

@@ -15,6 +15,7 @@ import {
   WEIGHT_TYPES,
   type WeightType,
 } from './gguf/index.js';
+import { DEFAULT_INPUT_LIMITS } from './limits.js';
 import { createLogger, LOG_LEVELS, type Logger, type LogLevel } from './logger.js';
 import { createManifest, generateSigningKey, writeManifest } from './manifest.js';
 import { type ServerHandle, start } from './server.js';
@@ -62,6 +63,26 @@ async function failServe(err: unknown, logger: Logger): Promise<never> {
   throw err;
 }
 
+/**
+ * A fault outside any request (a request's own is answered by its last resort, last-resort.ts):
+ * the state of the process is unknown, so it logs one clear line, says it on stderr too (the log
+ * may be a file) and exits 1 for its supervisor to restart it.
+ */
+function exitOnFatal(logger: Logger): void {
+  const fatal = (kind: string) => (err: unknown) => {
+    const text = (err instanceof Error ? (err.stack ?? err.message) : String(err)).split('\n').slice(0, 4).join(' | ');
+    try {
+      logger.error(`fatal ${kind}: exiting`, { error: text });
+    } catch {
+      // the logger itself failed; stderr below still says it
+    }
+    process.stderr.write(`${BIN}: fatal ${kind}, exiting: ${text}\n`);
+    process.exit(ExitCode.FAILURE);
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled rejection'));
+}
+
 const program = new Command(BIN)
   .description(
     'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
@@ -105,13 +126,21 @@ program
   .addOption(
     opt(
       '--batch-threads <n>',
-      `CPU threads when completions x model size reach 512 MiB per step (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
+      `CPU threads for a batch whose tokens x model size reach 512 MiB (a prompt; several completions) (default: --threads if given, else ${Math.max(defaultThreads(), physicalCores())} on this host)`,
     ).argParser(int(1)),
   )
   .addOption(
     opt('--parallel <n>', 'completions generated at the same time (context sequences)')
       .argParser(int(1))
       .default(DEFAULTS.parallel),
+  )
+  .addOption(
+    opt('--state-cache-mib <n>', 'bound of the saved states of conversations evicted from their slot, MiB; 0: off')
+      .argParser(int(0))
+      .default(DEFAULTS.stateCacheMib),
+  )
+  .addOption(
+    opt('--state-cache-dir <dir>', 'where saved states are written (default: /dev/shm if present, else the temp dir)'),
   )
   .addOption(opt('--context-size <n>', "tokens per sequence (default: the model's, at most 4096)").argParser(int(16)))
   .addOption(
@@ -164,6 +193,31 @@ program
     opt('--max-n <n>', 'most choices (n) one completion request may ask for').argParser(int(1)).default(DEFAULTS.maxN),
   )
   .addOption(
+    opt('--grammar-timeout <s>', 'a JSON-schema or tools grammar not built within this is refused (400)')
+      .argParser(seconds(0.001))
+      .default(DEFAULTS.grammarTimeoutMs / 1000),
+  )
+  .addOption(
+    opt('--grammar-memory <MiB>', 'heap of the grammar worker; a grammar that needs more is refused (400)')
+      .argParser(int(16))
+      .default(DEFAULTS.grammarMemoryMb),
+  )
+  .addOption(
+    opt('--max-schema-branches <n>', 'anyOf/oneOf alternatives a schema may have once its $refs are expanded')
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxSchemaBranches),
+  )
+  .addOption(
+    opt('--max-schema-bytes <n>', "bytes of one JSON schema (response_format, or one tool's parameters)")
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxSchemaBytes),
+  )
+  .addOption(
+    opt('--max-enum-values <n>', 'enum values a schema may have, all its enums together')
+      .argParser(int(1))
+      .default(DEFAULT_INPUT_LIMITS.maxEnumValues),
+  )
+  .addOption(
     opt('--sse-keepalive <s>', 'a stream silent this long (a long prompt) gets an SSE comment; 0: never')
       .argParser(seconds(0))
       .default(DEFAULTS.sseKeepAliveMs / 1000),
@@ -172,6 +226,7 @@ program
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .action(async (o, cmd: Command) => {
     const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+    exitOnFatal(logger);
     const graceMs = Math.round((o.shutdownGrace as number) * 1000);
     let stopping = false;
     let started!: { resolve(s: ServerHandle): void; reject(err: unknown): void };
@@ -206,6 +261,8 @@ program
         ...(o.threads !== undefined ? { threads: o.threads } : {}),
         ...(o.batchThreads !== undefined ? { batchThreads: o.batchThreads } : {}),
         workerNice: o.workerNice,
+        stateCacheMib: o.stateCacheMib,
+        ...(o.stateCacheDir !== undefined ? { stateCacheDir: o.stateCacheDir } : {}),
         parallel: o.parallel,
         contextSize: o.contextSize ?? null,
         maxQueue: o.maxQueue,
@@ -220,6 +277,13 @@ program
         apiKeyFile: o.apiKeyFile ?? null,
         maxN: o.maxN,
         strictTools: o.strictTools === true,
+        grammarTimeoutMs: Math.round((o.grammarTimeout as number) * 1000),
+        grammarMemoryMb: o.grammarMemory,
+        inputLimits: {
+          maxSchemaBranches: o.maxSchemaBranches,
+          maxEnumValues: o.maxEnumValues,
+          maxSchemaBytes: o.maxSchemaBytes,
+        },
         sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
         logger,
       });

@@ -18,11 +18,12 @@ import {
 } from './openai.js';
 import { type GeneratedChoice, type Output, type Protocol, sse } from './pipeline.js';
 import { CallPieces } from './protocols/common.js';
+import type { RequestLimits } from './request.js';
 
-/** The chat completion protocol; `maxN` is --max-n. */
-export function chatProtocol(maxN: number): Protocol {
+/** The chat completion protocol within `limits` (--max-n, the input limits). */
+export function chatProtocol(limits: RequestLimits): Protocol {
   return {
-    parse: (raw) => parseCompletionRequest(raw, { maxN }),
+    parse: (raw) => parseCompletionRequest(raw, limits),
     error: toApiError,
     errorBody: (e: ApiError) => e.toJSON(),
     output: (body, write) => chatOutput(body, write),
@@ -56,7 +57,7 @@ function chatOutput(body: CompletionRequest, write: (text: string) => void): Out
     callText: (i, callIndex, name, text) => callsOf(i).add(callIndex, name, text),
     endChoice: (i, c) => send(chunk(id, created, body.model, {}, c.finishReason, i)),
     finish: (g) => {
-      const u = usage(g.promptTokens, g.completionTokens);
+      const u = usage(g.promptTokens, g.completionTokens, g.cachedTokens);
       if (!body.stream) return completionBody(id, created, body.model, g.choices.map(toChoice), u);
       if (body.includeUsage) send(usageChunk(id, created, body.model, u));
       send('[DONE]');

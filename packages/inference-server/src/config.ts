@@ -4,7 +4,9 @@ import { basename } from 'node:path';
 import { type HostPort, INFERENCE_HTTP, INFERENCE_MTLS, isLoopbackHost } from '@vigil/shared-types';
 import { canonicalOrigin } from './browser.js';
 import { ConfigError } from './errors.js';
+import { DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import type { Logger } from './logger.js';
+import { defaultStateDir } from './state-cache.js';
 
 export type GpuChoice = 'auto' | 'off' | 'metal' | 'cuda' | 'vulkan';
 export const GPU_CHOICES: readonly GpuChoice[] = ['auto', 'off', 'metal', 'cuda', 'vulkan'];
@@ -54,15 +56,29 @@ export interface ServerConfig {
   readonly strictTools: boolean;
   /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
   readonly sseKeepAliveMs: number;
+  /** Bound of the saved-state cache (states of conversations evicted from their slot), MiB; 0: off. */
+  readonly stateCacheMib: number;
+  /** Where saved states are written (a private directory is made in it). */
+  readonly stateCacheDir: string;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
+  /** Stop strings, schemas, tools: what one request may ask to be built (limits.ts). */
+  readonly inputLimits: InputLimits;
+  /** A grammar (JSON schema, tools) not built within this is refused: 400 "schema too complex". */
+  readonly grammarTimeoutMs: number;
+  /** Heap of the grammar worker (MiB); a grammar that needs more is refused the same way. */
+  readonly grammarMemoryMb: number;
+  /** Bytes of grammar text the compiled-grammar cache keeps. */
+  readonly grammarCacheBytes: number;
   /** Unix seconds shown as `created` in the model list. */
   readonly createdAt: number;
   readonly logger: Logger;
 }
 
-export type ServerOptions = Partial<Omit<ServerConfig, 'model' | 'logger' | 'apiKey'>> & {
+export type ServerOptions = Partial<Omit<ServerConfig, 'model' | 'logger' | 'apiKey' | 'inputLimits'>> & {
   readonly model: string;
+  /** Any limit not given keeps its default. */
+  readonly inputLimits?: Partial<InputLimits>;
   readonly logger?: Logger;
 };
 
@@ -78,6 +94,10 @@ export const DEFAULTS = {
   workerNice: 0,
   maxN: 4,
   sseKeepAliveMs: 5_000,
+  stateCacheMib: 1024,
+  grammarTimeoutMs: 2_000,
+  grammarMemoryMb: 256,
+  grammarCacheBytes: 16 * 1024 * 1024,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
 } as const;
@@ -132,6 +152,17 @@ export function readApiKey(file: string): string {
   if (key === '') throw new ConfigError(`--api-key-file ${file}: the file is empty (one line: the key)`);
   if (/\s/.test(key)) throw new ConfigError(`--api-key-file ${file}: the key must not contain spaces`);
   return key;
+}
+
+/** The input limits: the defaults, with these; each a positive integer. */
+function resolveInputLimits(given: Partial<InputLimits>): InputLimits {
+  const out: Record<string, number> = { ...DEFAULT_INPUT_LIMITS };
+  for (const [k, v] of Object.entries(given)) {
+    if (v === undefined) continue;
+    if (!(k in out) || !Number.isInteger(v) || v < 1) throw new ConfigError(`${k} must be an integer of at least 1`);
+    out[k] = v;
+  }
+  return out as unknown as InputLimits;
 }
 
 /** Fills defaults and checks the configuration; throws ConfigError with a one-line reason. */
@@ -210,11 +241,17 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     allowNonLoopback,
     allowOrigins: [...new Set(allowOrigins)],
     workerNice: positive('worker-nice', options.workerNice, 0, DEFAULTS.workerNice),
+    stateCacheMib: positive('state-cache-mib', options.stateCacheMib, 0, DEFAULTS.stateCacheMib),
+    stateCacheDir: options.stateCacheDir ?? defaultStateDir(),
     apiKeyFile: options.apiKeyFile ?? null,
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
     strictTools: options.strictTools === true,
     sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
+    inputLimits: resolveInputLimits(options.inputLimits ?? {}),
+    grammarTimeoutMs: positive('grammar-timeout', options.grammarTimeoutMs, 1, DEFAULTS.grammarTimeoutMs),
+    grammarMemoryMb: positive('grammar-memory', options.grammarMemoryMb, 16, DEFAULTS.grammarMemoryMb),
+    grammarCacheBytes: positive('grammar-cache-bytes', options.grammarCacheBytes, 0, DEFAULTS.grammarCacheBytes),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,
   };

@@ -4,34 +4,51 @@
  * from one embedding context on the loaded model: the weights are shared, the context is its own
  * (created on the first request, `contextSize` tokens), and requests take turns on it.
  */
-import type { LlamaContextSequence, LlamaEmbeddingContext, LlamaModel } from 'node-llama-cpp';
+import type { LlamaContextSequence, LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
 import type { CompletionInput, CompletionOutput } from './engine.js';
 import { ContextLengthError } from './errors.js';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
-/** Continues `prompt` on `sequence` with the input's sampling settings. */
+/**
+ * The beginning-of-text token LlamaCompletion puts before a raw prompt (as node-llama-cpp's
+ * resolveBeginningTokenToPrepend decides it for the vocabulary); null when none.
+ */
+function beginningToken(model: LlamaModel): Token | null {
+  const type = String(model.vocabularyType);
+  if (type === 'rwkv' || type === 'ugm') return null;
+  return type === 'wpm' || model.tokens.shouldPrependBosToken ? model.tokens.bos : null;
+}
+
+/**
+ * A raw prompt's tokens as LlamaCompletion evaluates them (its beginning token first): what the
+ * slot choice compares with what a sequence holds, and what the usage counts.
+ */
+export function textPromptTokens(model: LlamaModel, prompt: string): Token[] {
+  const tokens = model.tokenize(prompt, true);
+  const bos = beginningToken(model);
+  return bos === null ? tokens : [bos, ...tokens];
+}
+
+/**
+ * Continues the raw prompt `tokens` (textPromptTokens) on `sequence` with the input's sampling
+ * settings. LlamaCompletion keeps what the sequence holds of the same prefix and evaluates the rest.
+ */
 export async function completeText(
   lib: NodeLlamaCpp,
-  model: LlamaModel,
   sequence: LlamaContextSequence,
-  contextSize: number,
-  prompt: string,
+  tokens: readonly Token[],
+  maxTokens: number,
   input: CompletionInput,
-): Promise<CompletionOutput> {
-  const tokens = model.tokenize(prompt, true);
-  const promptTokens = tokens.length;
-  const room = contextSize - promptTokens - 1;
-  if (room < 1) throw new ContextLengthError(promptTokens, contextSize);
-  const maxTokens = Math.min(input.maxTokens ?? room, room);
-  input.signal.throwIfAborted();
-  // The sequence may hold another request's tokens: start from nothing.
-  await sequence.clearHistory();
+): Promise<Omit<CompletionOutput, 'promptTokens' | 'cachedTokens' | 'restoredTokens'>> {
+  // LlamaCompletion puts the beginning token before its input itself.
+  const bos = beginningToken(sequence.model);
+  const body = bos !== null && tokens[0] === bos ? tokens.slice(1) : [...tokens];
   const completion = new lib.LlamaCompletion({ contextSequence: sequence });
   let completionTokens = 0;
   try {
     const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
-    const r = await completion.generateCompletionWithMeta(tokens, {
+    const r = await completion.generateCompletionWithMeta(body, {
       maxTokens,
       temperature: input.temperature,
       topP: input.topP,
@@ -58,7 +75,6 @@ export async function completeText(
       text: r.response,
       finishReason: reason === 'maxTokens' ? 'length' : 'stop',
       calls: [],
-      promptTokens,
       completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
       stopSequence:
         r.metadata.stopReason === 'customStopTrigger'

@@ -5,8 +5,6 @@
  * tokens, passing text chunks on). The chat wrapper is resolved once, at load.
  */
 
-import { readdirSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import type {
   ChatModelFunctions,
   ChatWrapper,
@@ -17,14 +15,17 @@ import type {
   LlamaContextSequence,
   LlamaGrammar,
   LlamaModel,
+  Token,
 } from 'node-llama-cpp';
+import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
-import { completeText, Embeddings } from './engine-text.js';
+import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
+import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
-import { GrammarCache } from './schema.js';
+import { StateCache } from './state-cache.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
 
@@ -40,8 +41,12 @@ export interface EngineOptions {
   readonly contextSize: number | null;
   readonly maxDefaultContextSize: number;
   readonly logger: Logger;
+  /** The saved-state cache (state-cache.ts): its directory and bound; null or 0 bytes: none. */
+  readonly stateCache?: { readonly dir: string; readonly maxBytes: number } | null;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
+  /** The grammar worker's budget, and the bytes the grammar cache keeps. */
+  readonly grammar?: GrammarOptions;
 }
 
 /** What a completion is asked: the conversation and the sampling settings. */
@@ -80,6 +85,8 @@ export interface CompletionInput extends CompletionSettings {
   readonly onText?: (text: string) => void;
   /** Tokens generated so far, after each step. */
   readonly onTokens?: (count: number) => void;
+  /** The prompt's tokens when the caller has them already (`promptTokens()` of the same input). */
+  readonly promptTokens?: readonly Token[];
 }
 
 export interface CompletionOutput {
@@ -91,53 +98,21 @@ export interface CompletionOutput {
   readonly completionTokens: number;
   /** The stop string (of `stop`) that ended the text; null when something else ended it. */
   readonly stopSequence: string | null;
+  /** Prompt tokens not evaluated again: the sequence held them (or a saved state restored them). */
+  readonly cachedTokens: number;
+  /** Of those, the tokens a saved state restored. */
+  readonly restoredTokens: number;
 }
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
-/**
- * Linux: lowers the scheduling priority (nice 10) of every thread of this process but the main
- * one. llama.cpp's compute threads are created by the thread-pool thread that runs a decode and
- * inherit its priority, so on a host with few cores the event loop (HTTP, /v1/models) always
- * gets a core at once when it has work, and generation takes the rest. Elsewhere: nothing.
- */
-export function lowerWorkerThreadPriority(nice = 10): number {
-  let n = 0;
-  try {
-    for (const tid of readdirSync('/proc/self/task')) {
-      if (Number(tid) === process.pid) continue;
-      try {
-        setPriority(Number(tid), nice);
-        n++;
-      } catch {
-        // a thread that ended meanwhile, or not permitted
-      }
-    }
-  } catch {
-    // not Linux
-  }
-  return n;
-}
-
-/** Internals of node-llama-cpp 3.22 that adaptive threads use; checked before use. */
-interface ContextInternals {
-  _ctx?: { setThreads?: (threads: number) => void };
-}
-
-/** Completions x model bytes from which a step is worth --batch-threads (see load()). */
+/** Tokens of a batch x model bytes from which a step is worth --batch-threads (see load()). */
 export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
 
 export class Engine {
   private disposed = false;
-  /** Completions generating now (adaptive threads). */
-  private generating = 0;
-  /** Compiled JSON-schema grammars, one per distinct schema. */
   /** Embeddings: the model's weights, an embedding context of their own (engine-text.ts). */
   readonly embeddings: Embeddings;
-  private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
-    // The schema was checked (schema.ts) for what the grammar enforces.
-    this.llama.createGrammarForJsonSchema(schema as never),
-  );
 
   private constructor(
     private readonly lib: NodeLlamaCpp,
@@ -146,6 +121,8 @@ export class Engine {
     private readonly context: LlamaContext,
     private readonly sequences: readonly LlamaContextSequence[],
     private readonly chatWrapper: ChatWrapper,
+    /** Saved states of evicted conversations; null: off. */
+    readonly states: StateCache | null,
     public info: {
       readonly contextSize: number;
       readonly trainContextSize: number;
@@ -155,6 +132,8 @@ export class Engine {
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
     },
+    /** Schemas' grammars and tools lists, built off the event loop within a budget. */
+    private readonly grammars: Grammars,
   ) {
     this.embeddings = new Embeddings(model, info.contextSize, info.threads);
   }
@@ -218,38 +197,34 @@ export class Engine {
       // Resolving the chat wrapper renders the model's template against the known ones: it takes
       // a few hundred milliseconds of the event loop, so it happens once, here.
       const chatWrapper = lib.resolveChatWrapper(model);
-      const engine = new Engine(lib, llama, model, context, sequences, chatWrapper, {
-        contextSize: context.contextSize,
-        trainContextSize,
-        gpu: llama.gpu,
-        threads: options.threads,
-        batchThreads: options.batchThreads,
-        adaptiveThreads: false,
-        chatWrapper: chatWrapper.wrapperName,
-      });
-      // Adaptive threads: a step of a small model is too little work to divide (measured on a
-      // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
-      // the tiny one), while several completions of a large enough model share a batch that
-      // divides well (4 completions of the 100 M model: 2 threads 1.3x faster). So: --threads,
-      // and --batch-threads when completions x model size reach BATCH_WORK_BYTES.
-      // node-llama-cpp sets the threads before every batch; that call picks the count.
+      const engine = new Engine(
+        lib,
+        llama,
+        model,
+        context,
+        sequences,
+        chatWrapper,
+        openStateCache(options),
+        {
+          contextSize: context.contextSize,
+          trainContextSize,
+          gpu: llama.gpu,
+          threads: options.threads,
+          batchThreads: options.batchThreads,
+          adaptiveThreads: false,
+          chatWrapper: chatWrapper.wrapperName,
+        },
+        new Grammars(llama, lib.LlamaText, options.grammar ?? DEFAULT_GRAMMAR_OPTIONS, logger),
+      );
+      // Adaptive threads (adaptive-threads.ts): --threads for light steps, --batch-threads when
+      // the tokens of a batch x model size reach BATCH_WORK_BYTES (a prompt; several completions).
       if (options.batchThreads !== options.threads) {
-        const native = (context as unknown as ContextInternals)._ctx;
-        const set = native?.setThreads;
-        if (native && typeof set === 'function') {
-          try {
-            // The addon's method is read-only on its prototype: define one on the instance.
-            Object.defineProperty(native, 'setThreads', {
-              configurable: true,
-              writable: true,
-              value: (_n: number) => set.call(native, engine.threadsForLoad()),
-            });
-            adaptive = true;
-          } catch (err) {
-            logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
-          }
-        } else {
-          logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        try {
+          adaptive = installAdaptiveThreads(context, (tokens) => engine.threadsForLoad(tokens));
+          if (!adaptive)
+            logger.warn('adaptive threads unavailable in this node-llama-cpp: using --threads for all loads');
+        } catch (err) {
+          logger.warn('adaptive threads unavailable: using --threads for all loads', { error: String(err) });
         }
       }
       engine.info = { ...engine.info, adaptiveThreads: adaptive };
@@ -263,9 +238,9 @@ export class Engine {
     }
   }
 
-  /** Threads for the next batch: --batch-threads when the work per step is large enough. */
-  threadsForLoad(): number {
-    const work = Math.max(1, this.generating) * this.model.size;
+  /** Threads for a batch of `tokens`: --batch-threads when its work is large enough. */
+  threadsForLoad(tokens: number): number {
+    const work = Math.max(1, tokens) * this.model.size;
     return work >= BATCH_WORK_BYTES ? this.info.batchThreads : this.info.threads;
   }
 
@@ -273,18 +248,51 @@ export class Engine {
     return this.sequences.length;
   }
 
-  /** A compiled grammar for a JSON schema (structured output), from a bounded cache. */
-  grammarFor(schema: Record<string, unknown>): Promise<LlamaGrammar> {
-    return this.grammars.get(schema);
+  /**
+   * A compiled grammar for a JSON schema (structured output), from a bounded cache. Rejects with
+   * ApiError 400 naming `param` for a schema too complex or refused, 429 when the worker is full.
+   */
+  grammarFor(schema: Record<string, unknown>, param = 'response_format'): Promise<LlamaGrammar> {
+    return this.grammars.forSchema(schema, param);
   }
 
-  /** Prompt tokens of the messages as this model's chat template renders them. */
-  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+  /**
+   * Resolves once the grammars and documentation node-llama-cpp builds for these functions during
+   * generation (on the event loop) were built in the worker within the budget; rejects as grammarFor.
+   */
+  async checkFunctions(functions: ChatModelFunctions, param = 'tools'): Promise<void> {
+    await this.grammars.checkFunctions(functions as Record<string, unknown>, param);
+  }
+
+  /** The prompt's tokens as this model's chat template renders the messages (what LlamaChat evaluates). */
+  promptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): Token[] {
     const state = this.chatWrapper.generateContextState({
       chatHistory: chatHistory(messages),
       ...(functions ? { availableFunctions: functions, documentFunctionParams: true } : {}),
     });
-    return state.contextText.tokenize(this.model.tokenizer).length;
+    return state.contextText.tokenize(this.model.tokenizer);
+  }
+
+  /** The prompt's tokens as `complete` evaluates them: the messages as above, or a raw `prompt` (legacy). */
+  requestTokens(input: Pick<CompletionSettings, 'messages' | 'prompt'>, functions?: ChatModelFunctions): Token[] {
+    if (input.prompt !== undefined) return textPromptTokens(this.model, input.prompt);
+    return this.promptTokens(input.messages, functions);
+  }
+
+  /** Prompt tokens of the messages as this model's chat template renders them. */
+  countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
+    return this.promptTokens(messages, functions).length;
+  }
+
+  /**
+   * Tokens of `tokens` that sequence `slot` holds already (its state starts with them), at most
+   * all but the last (a completion evaluates at least one token). What the scheduler's slot
+   * choice compares; read while the slot is free, so no generation changes it meanwhile.
+   */
+  cachedPrefix(slot: number, tokens: readonly Token[]): number {
+    const sequence = this.sequences[slot];
+    if (!sequence || tokens.length === 0) return 0;
+    return Math.min(sequence.compareContextTokens(tokens as Token[]).firstDifferentIndex, tokens.length - 1);
   }
 
   /** Generates a completion on sequence `slot` (which the caller holds exclusively). */
@@ -292,27 +300,28 @@ export class Engine {
     if (this.disposed) throw new Error('the model is disposed');
     const sequence = this.sequences[slot];
     if (!sequence) throw new Error(`no sequence ${slot}`);
-    if (input.prompt !== undefined) {
-      this.generating++;
-      try {
-        return await completeText(this.lib, this.model, sequence, this.info.contextSize, input.prompt, input);
-      } finally {
-        this.generating--;
-      }
-    }
-    const history = chatHistory(input.messages);
     const calling = input.functionCalling;
-    const promptTokens = this.countPromptTokens(input.messages, calling?.functions);
+    const tokens = input.promptTokens ?? this.requestTokens(input, calling?.functions);
+    const promptTokens = tokens.length;
     const room = this.info.contextSize - promptTokens - 1;
     if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
     const maxTokens = Math.min(input.maxTokens ?? room, room);
     input.signal.throwIfAborted();
+    // The sequence keeps its state between completions: LlamaChat evaluates only the tokens after
+    // the prefix it shares with the prompt. A saved state may bring a longer prefix back.
+    const restoredTokens = this.states ? (await this.states.prepare(sequence, tokens)).restored : 0;
+    const cachedTokens = this.cachedPrefix(slot, tokens);
+    input.signal.throwIfAborted();
+    const reuse = { promptTokens, cachedTokens, restoredTokens: Math.min(restoredTokens, cachedTokens) };
+    // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
+    if (input.prompt !== undefined)
+      return { ...(await completeText(this.lib, sequence, tokens, maxTokens, input)), ...reuse };
+    const history = chatHistory(input.messages);
     const chat = new this.lib.LlamaChat({
       contextSequence: sequence,
       chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
     });
     let completionTokens = 0;
-    this.generating++;
     try {
       const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
       const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
@@ -360,15 +369,14 @@ export class Engine {
         text: response.response,
         finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
         calls,
-        promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
         stopSequence:
           response.metadata.stopReason === 'customStopTrigger'
             ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
             : null,
+        ...reuse,
       };
     } finally {
-      this.generating--;
       chat.dispose({ disposeSequence: false });
     }
   }
@@ -378,6 +386,8 @@ export class Engine {
     if (this.disposed) return;
     this.disposed = true;
     await this.embeddings.dispose();
+    this.states?.dispose();
+    await this.grammars.close();
     await this.context.dispose().catch(() => {});
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
@@ -402,6 +412,18 @@ export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
     };
   };
   return forced;
+}
+
+/** The saved-state cache the options ask for; null when off or when its directory is unusable. */
+function openStateCache(options: EngineOptions): StateCache | null {
+  const c = options.stateCache;
+  if (!c || c.maxBytes <= 0) return null;
+  try {
+    return new StateCache(c.dir, c.maxBytes, options.logger);
+  } catch (err) {
+    options.logger.warn('saved-state cache off: its directory is unusable', { dir: c.dir, error: oneLine(err) });
+    return null;
+  }
 }
 
 function oneLine(err: unknown): string {

@@ -49,6 +49,14 @@ export interface MetricsGauges {
   readonly queued: number;
   readonly busy: number;
   readonly sequences: number;
+  /** The saved-state cache; null: off (or no model yet). */
+  readonly stateCache?: {
+    readonly total: number;
+    readonly size: number;
+    readonly maxBytes: number;
+    readonly saves: number;
+    readonly evictions: number;
+  } | null;
 }
 
 export const MODEL_STATES = ['loading', 'ready', 'failed', 'stopping', 'stopped'] as const;
@@ -59,6 +67,15 @@ export class Metrics {
   private readonly ttft = new Histogram(TTFT_BUCKETS);
   promptTokens = 0;
   completionTokens = 0;
+  /** Prompt tokens reused from a slot's state (restored ones included), and evaluated. */
+  cachedTokens = 0;
+  evaluatedTokens = 0;
+  /** Completions whose prompt reused a prefix (`hit`) or was evaluated whole (`miss`). */
+  slotHits = 0;
+  slotMisses = 0;
+  /** Completions whose prefix a saved state brought back, and those tokens. */
+  restores = 0;
+  restoredTokens = 0;
 
   /** One request answered (any route, any status). */
   request(path: string, status: number, listener: string, seconds: number): void {
@@ -80,8 +97,54 @@ export class Metrics {
     this.completionTokens += completion;
   }
 
+  /** A completion's prompt: `cached` of its `tokens` reused (`restored` of them from a saved state). */
+  prompt(tokens: number, cached: number, restored: number): void {
+    this.cachedTokens += cached;
+    this.evaluatedTokens += tokens - cached;
+    if (cached > 0) this.slotHits++;
+    else this.slotMisses++;
+    if (restored > 0) {
+      this.restores++;
+      this.restoredTokens += restored;
+    }
+  }
+
   firstToken(seconds: number): void {
     this.ttft.observe(seconds);
+  }
+
+  /** Prompt-prefix reuse: tokens, slot hits and misses, the saved-state cache. */
+  private renderPrefix(
+    head: (name: string, type: string, help: string) => void,
+    out: string[],
+    g: MetricsGauges,
+  ): void {
+    head('inference_prompt_tokens_cached_total', 'counter', 'Prompt tokens reused from a slot (not evaluated again).');
+    out.push(`inference_prompt_tokens_cached_total ${this.cachedTokens}`);
+    head('inference_prompt_tokens_evaluated_total', 'counter', 'Prompt tokens evaluated.');
+    out.push(`inference_prompt_tokens_evaluated_total ${this.evaluatedTokens}`);
+    head(
+      'inference_slot_prefix_total',
+      'counter',
+      'Completions whose prompt reused a cached prefix (hit) or not (miss).',
+    );
+    out.push(`inference_slot_prefix_total${labels({ result: 'hit' })} ${this.slotHits}`);
+    out.push(`inference_slot_prefix_total${labels({ result: 'miss' })} ${this.slotMisses}`);
+    head('inference_state_restores_total', 'counter', 'Completions whose prefix a saved state brought back.');
+    out.push(`inference_state_restores_total ${this.restores}`);
+    head('inference_state_restored_tokens_total', 'counter', 'Prompt tokens brought back from saved states.');
+    out.push(`inference_state_restored_tokens_total ${this.restoredTokens}`);
+    const c = g.stateCache;
+    head('inference_state_cache_bytes', 'gauge', 'Bytes of saved states (bounded by --state-cache-mib).');
+    out.push(`inference_state_cache_bytes ${c?.total ?? 0}`);
+    head('inference_state_cache_limit_bytes', 'gauge', 'The bound of the saved-state cache (0: off).');
+    out.push(`inference_state_cache_limit_bytes ${c?.maxBytes ?? 0}`);
+    head('inference_state_cache_entries', 'gauge', 'Saved states held.');
+    out.push(`inference_state_cache_entries ${c?.size ?? 0}`);
+    head('inference_state_saves_total', 'counter', 'Slot states saved before being overwritten.');
+    out.push(`inference_state_saves_total ${c?.saves ?? 0}`);
+    head('inference_state_evictions_total', 'counter', 'Saved states dropped to stay within the bound.');
+    out.push(`inference_state_evictions_total ${c?.evictions ?? 0}`);
   }
 
   /** The exposition text. */
@@ -116,6 +179,7 @@ export class Metrics {
     out.push(`inference_prompt_tokens_total ${this.promptTokens}`);
     head('inference_completion_tokens_total', 'counter', 'Tokens generated, all choices of every completion.');
     out.push(`inference_completion_tokens_total ${this.completionTokens}`);
+    this.renderPrefix(head, out, g);
     head('inference_queue_depth', 'gauge', 'Completions waiting for a free sequence.');
     out.push(`inference_queue_depth ${g.queued}`);
     head('inference_busy_sequences', 'gauge', 'Context sequences generating now.');

@@ -17,8 +17,14 @@ export function completionId(): string {
   return `chatcmpl-${randomBytes(12).toString('hex')}`;
 }
 
-export function usage(prompt: number, completion: number): ChatUsage {
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+/** Usage as OpenAI reports it; `cached`: prompt tokens reused from an earlier evaluation. */
+export function usage(prompt: number, completion: number, cached = 0): ChatUsage {
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
 }
 
 /** Why a choice ended: OpenAI's reasons this server gives. */

@@ -11,9 +11,10 @@
 import { randomInt } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
+import type { Token } from 'node-llama-cpp';
 import type { ServerContext } from './context.js';
 import type { Engine, FunctionCalling } from './engine.js';
-import { type ApiError, ContextLengthError, EndReason } from './errors.js';
+import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
 import { chatFunctions } from './history.js';
 import { readBody, sendJson } from './http.js';
 import { type FinishReason, invalidJson, modelLoading, modelNotFound, shuttingDown } from './openai.js';
@@ -28,14 +29,13 @@ export interface GeneratedChoice {
   readonly stopSequence: string | null;
 }
 
-/**
- * The engine's one result for a request. (Counts that later work adds, such as the prompt tokens
- * served from a reused prefix, belong here, next to `promptTokens`.)
- */
+/** The engine's one result for a request. */
 export interface Generation {
   readonly choices: readonly GeneratedChoice[];
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** Of `promptTokens`, those not evaluated again (a reused prefix); each protocol's usage says it. */
+  readonly cachedTokens: number;
 }
 
 /** How one request's result is written in its protocol. Created after the request was parsed. */
@@ -81,9 +81,13 @@ async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Con
   const { toolChoice, tools } = body;
   if (toolChoice !== 'none' && tools.length > 0) {
     const named = typeof toolChoice === 'object' ? tools.filter((t) => t.name === toolChoice.name) : tools;
+    const functions = chatFunctions(named);
+    // node-llama-cpp builds their grammars on the event loop while it generates: first in the
+    // worker, within the budget.
+    await eng.checkFunctions(functions);
     return {
       functionCalling: {
-        functions: chatFunctions(named),
+        functions,
         force: toolChoice !== 'auto',
         maxCalls: body.parallelToolCalls && typeof toolChoice !== 'object' ? Math.max(1, tools.length) : 1,
       },
@@ -92,10 +96,11 @@ async function constraintsFor(eng: Engine, body: CompletionRequest): Promise<Con
   const f = body.responseFormat;
   if (f.type === 'text') return {};
   const schema = f.type === 'json_object' ? { type: 'object', additionalProperties: true } : f.schema;
+  const param = f.type === 'json_schema' ? (f.param ?? 'response_format.json_schema.schema') : 'response_format';
   try {
-    return { grammar: await eng.grammarFor(schema) };
+    return { grammar: await eng.grammarFor(schema, param) };
   } catch (err) {
-    const param = f.type === 'json_schema' ? 'response_format.json_schema.schema' : 'response_format';
+    if (err instanceof ApiError || err instanceof QueueFullError) throw err;
     throw invalid(`Invalid '${param}': ${(err as Error).message}`, param, 'unsupported_value');
   }
 }
@@ -165,7 +170,23 @@ export function requestAbort(ctx: ServerContext, res: ServerResponse, what = 'Th
 /** Token counts so far (read by the failure's access-log line too). */
 interface Counts {
   prompt: number;
+  cached: number;
   completion: number;
+}
+
+/**
+ * Each choice's prompt tokens, computed once: the messages as the chat template renders them
+ * (with the functions), or each raw prompt of a legacy request.
+ */
+function promptTokensOf(eng: Engine, body: CompletionRequest, constraints: Constraints): (choice: number) => Token[] {
+  const functions = constraints.functionCalling?.functions;
+  const prompts = body.prompts;
+  if (!prompts) {
+    const tokens = eng.requestTokens(body, functions);
+    return () => tokens;
+  }
+  const each = prompts.map((prompt) => eng.requestTokens({ messages: [], prompt }));
+  return (i) => each[i % each.length] ?? [];
 }
 
 /** The n choices one after another on the one sequence `held` (its cache keeps the prompt). */
@@ -176,8 +197,10 @@ async function generateChoices(
   out: Output,
   signal: AbortSignal,
   constraints: Constraints,
+  tokensOf: (choice: number) => Token[],
   counts: Counts,
   onFirstToken: () => void,
+  onPrompt: (tokens: number, cached: number, restored: number) => void,
 ): Promise<GeneratedChoice[]> {
   const choices: GeneratedChoice[] = [];
   let generated = 0;
@@ -197,6 +220,7 @@ async function generateChoices(
       presencePenalty: body.presencePenalty,
       ...(body.prompts ? { prompt: body.prompts[i % body.prompts.length] ?? '' } : {}),
       signal,
+      promptTokens: tokensOf(i),
       ...constraints,
       onTokens: (count: number) => {
         if (first) {
@@ -216,8 +240,13 @@ async function generateChoices(
     });
     generated += result.completionTokens;
     counts.completion = generated;
-    // Several prompts (legacy completions) each count; n choices of one prompt count it once.
-    counts.prompt = (body.prompts?.length ?? 1) > 1 ? counts.prompt + result.promptTokens : result.promptTokens;
+    // Several prompts (legacy completions) each count; n choices of one prompt count it once (as
+    // OpenAI does), with what its first evaluation reused.
+    if (i === 0 || (body.prompts?.length ?? 1) > 1) {
+      counts.prompt += result.promptTokens;
+      counts.cached += result.cachedTokens;
+      onPrompt(result.promptTokens, result.cachedTokens, result.restoredTokens);
+    }
     const choice: GeneratedChoice = {
       text: result.text,
       finishReason: result.finishReason,
@@ -254,7 +283,7 @@ export async function serveGeneration<R extends CompletionRequest>(
   const eng = ctx.engine()!;
   const end = requestAbort(ctx, res);
   let streaming = false;
-  const counts: Counts = { prompt: 0, completion: 0 };
+  const counts: Counts = { prompt: 0, cached: 0, completion: 0 };
   let lastWrite = Date.now();
   const write = (text: string) => {
     if (!res.destroyed && !res.writableEnded) {
@@ -267,8 +296,14 @@ export async function serveGeneration<R extends CompletionRequest>(
   // while gets an SSE comment, so that proxies and clients do not give up on it.
   let keepAlive: NodeJS.Timeout | undefined;
   try {
-    const constraints = await constraintsFor(eng, body);
-    const held = await scheduler.acquire(end.signal);
+    // A grammar being built does not hold the request past its deadline, the client or the shutdown.
+    const building = constraintsFor(eng, body);
+    building.catch(() => {});
+    const constraints = await Promise.race([building, end.aborted]);
+    // The prompt's tokens choose the slot (the longest shared prefix) and are evaluated there.
+    const tokensOf = promptTokensOf(eng, body, constraints);
+    const first = tokensOf(0);
+    const held = await scheduler.acquire(end.signal, (slot) => eng.cachedPrefix(slot, first), first.length);
     if (end.signal.aborted) {
       scheduler.release(held);
       throw end.signal.reason;
@@ -290,8 +325,17 @@ export async function serveGeneration<R extends CompletionRequest>(
         }, every);
       }
     }
-    const generation = generateChoices(eng, held, body, out, end.signal, constraints, counts, () =>
-      ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9),
+    const generation = generateChoices(
+      eng,
+      held,
+      body,
+      out,
+      end.signal,
+      constraints,
+      tokensOf,
+      counts,
+      () => ctx.metrics.firstToken(Number(process.hrtime.bigint() - startedNs) / 1e9),
+      (tokens, cached, restored) => ctx.metrics.prompt(tokens, cached, restored),
     );
     // The sequence is given back when the generation has really ended, not before.
     generation.then(
@@ -300,7 +344,12 @@ export async function serveGeneration<R extends CompletionRequest>(
     );
     const choices = await Promise.race([generation, end.aborted]);
     ctx.metrics.tokens(counts.prompt, counts.completion);
-    const answer = out.finish({ choices, promptTokens: counts.prompt, completionTokens: counts.completion });
+    const answer = out.finish({
+      choices,
+      promptTokens: counts.prompt,
+      completionTokens: counts.completion,
+      cachedTokens: counts.cached,
+    });
     if (streaming) res.end();
     else sendJson(res, 200, answer);
     const finish = [...new Set(choices.map((c) => c.finishReason))].join(',');
@@ -314,6 +363,7 @@ export async function serveGeneration<R extends CompletionRequest>(
         stream: body.stream,
         finish_reason: finish,
         prompt_tokens: counts.prompt,
+        cached_tokens: counts.cached,
         completion_tokens: counts.completion,
         tokens: counts.prompt + counts.completion,
       },

@@ -7,6 +7,7 @@
 import { z } from '@vigil/shared-types';
 import type { CompletionMessage, CompletionSettings } from './engine.js';
 import { ApiError } from './errors.js';
+import { checkStop, checkTools, DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import { toGrammarSchema } from './schema.js';
 
 export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
@@ -26,7 +27,13 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
 export type ResponseFormat =
   | { readonly type: 'text' }
   | { readonly type: 'json_object' }
-  | { readonly type: 'json_schema'; readonly name: string; readonly schema: Record<string, unknown> };
+  | {
+      readonly type: 'json_schema';
+      readonly name: string;
+      readonly schema: Record<string, unknown>;
+      /** The field that holds the schema, named in errors; absent: chat's `response_format.json_schema.schema`. */
+      readonly param?: string;
+    };
 
 /** A validated chat completion request. */
 export interface CompletionRequest extends CompletionSettings {
@@ -46,6 +53,8 @@ export interface CompletionRequest extends CompletionSettings {
 /** What the server allows beyond the schema. */
 export interface RequestLimits {
   readonly maxN: number;
+  /** Stop strings, schemas, tools (limits.ts); default DEFAULT_INPUT_LIMITS. */
+  readonly input?: InputLimits;
 }
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() });
@@ -242,6 +251,7 @@ export function checkTool(
   t: { readonly name: string; readonly description?: string | null; readonly parameters?: unknown },
   param: string,
   names: Set<string>,
+  limits: InputLimits = DEFAULT_INPUT_LIMITS,
 ): ToolSpec {
   const { name } = t;
   if (!TOOL_NAME.test(name)) {
@@ -257,16 +267,28 @@ export function checkTool(
   names.add(name);
   const p = t.parameters;
   const parameters =
-    p !== null && typeof p === 'object' && Object.keys(p).length > 0 ? toGrammarSchema(p, `${param}.parameters`) : null;
+    p !== null && typeof p === 'object' && Object.keys(p).length > 0
+      ? toGrammarSchema(p, `${param}.parameters`, limits)
+      : null;
   return { name, description: t.description ?? null, parameters };
 }
 
-function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: ToolChoice } {
-  const tools: ToolSpec[] = [];
+/**
+ * Checks a `tools` array of any protocol within the limits: its count before any tool is walked,
+ * then each tool (`each`, which bounds its schema's depth), then the array's bytes.
+ */
+export function checkToolList<T>(tools: readonly unknown[], limits: InputLimits, each: () => T): T {
+  if (tools.length > limits.maxTools) checkTools(tools, limits);
+  const checked = each();
+  checkTools(tools, limits);
+  return checked;
+}
+
+function parseTools(body: ChatCompletionBody, limits: InputLimits): { tools: ToolSpec[]; toolChoice: ToolChoice } {
   const names = new Set<string>();
-  (body.tools ?? []).forEach((t, i) => {
-    tools.push(checkTool(t.function, `tools[${i}].function`, names));
-  });
+  const tools = checkToolList(body.tools ?? [], limits, () =>
+    (body.tools ?? []).map((t, i) => checkTool(t.function, `tools[${i}].function`, names, limits)),
+  );
   const c = body.tool_choice;
   if (c !== null && c !== undefined && tools.length === 0) {
     throw invalid(
@@ -289,7 +311,7 @@ function parseTools(body: ChatCompletionBody): { tools: ToolSpec[]; toolChoice: 
   return { tools, toolChoice };
 }
 
-function parseResponseFormat(body: ChatCompletionBody): ResponseFormat {
+function parseResponseFormat(body: ChatCompletionBody, limits: InputLimits): ResponseFormat {
   const f = body.response_format;
   if (!f || f.type === 'text') return { type: 'text' };
   if (f.type === 'json_object') return { type: 'json_object' };
@@ -297,7 +319,11 @@ function parseResponseFormat(body: ChatCompletionBody): ResponseFormat {
   if (!('json_schema' in f) || !f.json_schema.schema) {
     throw invalid(`you must provide a ${param} parameter`, param, 'missing_required_parameter');
   }
-  return { type: 'json_schema', name: f.json_schema.name, schema: toGrammarSchema(f.json_schema.schema, param) };
+  return {
+    type: 'json_schema',
+    name: f.json_schema.name,
+    schema: toGrammarSchema(f.json_schema.schema, param, limits),
+  };
 }
 
 /** The conversation, with each tool message checked against the calls before it. */
@@ -348,8 +374,9 @@ export function parseCompletionRequest(raw: unknown, limits: RequestLimits = { m
     throw unsupported("'functions' (deprecated) is not supported: use 'tools'", 'functions');
   }
   if (body.logprobs === true) throw unsupported('logprobs are not supported', 'logprobs');
-  const { tools, toolChoice } = parseTools(body);
-  const responseFormat = parseResponseFormat(body);
+  const input = limits.input ?? DEFAULT_INPUT_LIMITS;
+  const { tools, toolChoice } = parseTools(body, input);
+  const responseFormat = parseResponseFormat(body, input);
   if (responseFormat.type !== 'text' && toolChoice !== 'none') {
     throw unsupported(
       "'response_format' other than text together with 'tools' is not supported, unless 'tool_choice' is \"none\"",
@@ -361,6 +388,7 @@ export function parseCompletionRequest(raw: unknown, limits: RequestLimits = { m
     throw invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
   }
   const stop = (typeof body.stop === 'string' ? [body.stop] : (body.stop ?? [])).filter((s) => s !== '');
+  checkStop(stop, input);
   return {
     model: body.model,
     messages: parseMessages(body),

@@ -11,6 +11,7 @@ import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
 import type { ServerContext } from './context.js';
 import type { ApiError } from './errors.js';
 import { sendJson } from './http.js';
+import { decodePathPart, lastResort, requestPath } from './last-resort.js';
 import { METRICS_CONTENT_TYPE, METRICS_PATH } from './metrics.js';
 import {
   invalidApiKey,
@@ -55,14 +56,8 @@ export function createHandler(
   const apiKey = listener === 'http' ? config.apiKey : null;
   const generating = generationRoutes(ctx);
 
-  return (req, res) => {
-    const startedNs = process.hrtime.bigint();
+  const route = (req: IncomingMessage, res: ServerResponse, startedNs: bigint, path: string) => {
     const done = (status: number) => ctx.access(req, listener, startedNs, status);
-    ctx.responses.open++;
-    res.once('close', () => {
-      ctx.responses.open--;
-    });
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
     // Errors in the shape of the path's protocol (Anthropic's on /v1/messages).
     const errorBody = errorBodyFor(path);
     const sendError = (r: ServerResponse, e: ApiError) => sendJson(r, e.status, errorBody(e), { ...e.headers });
@@ -100,7 +95,7 @@ export function createHandler(
         sendJson(res, 200, modelsBody);
         return done(200);
       }
-      const id = decodeURIComponent(path.slice(INFERENCE_PATHS.models.length + 1));
+      const id = decodePathPart(path.slice(INFERENCE_PATHS.models.length + 1));
       const one = modelBodies.get(id);
       if (one) sendJson(res, 200, one);
       else sendError(res, modelNotFound(id));
@@ -117,6 +112,7 @@ export function createHandler(
         queued: scheduler.waiting,
         busy: scheduler.active,
         sequences: scheduler.slots,
+        stateCache: ctx.engine()?.states ?? null,
       });
       res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
       res.end(req.method === 'HEAD' ? undefined : text);
@@ -137,10 +133,26 @@ export function createHandler(
         sendError(res, unsupportedMediaType(req.headers['content-type']));
         return done(415);
       }
-      generate(req, res, listener, startedNs);
+      generate(req, res, listener, startedNs).catch((err: unknown) =>
+        lastResort(ctx, req, res, listener, startedNs, err, errorBody),
+      );
       return;
     }
     sendError(res, unknownUrl(req.method, path));
     done(404);
+  };
+
+  return (req, res) => {
+    const startedNs = process.hrtime.bigint();
+    ctx.responses.open++;
+    res.once('close', () => {
+      ctx.responses.open--;
+    });
+    const path = requestPath(req.url);
+    try {
+      route(req, res, startedNs, path);
+    } catch (err) {
+      lastResort(ctx, req, res, listener, startedNs, err, errorBodyFor(path));
+    }
   };
 }

@@ -1,10 +1,16 @@
 /**
  * Hands out the model's context sequences ("slots"): one per running completion, a bounded queue
- * of waiters in arrival order, and an immediate refusal when that queue is full. A slot whose
+ * of waiters in arrival order, and an immediate refusal when that queue is full. A free slot is
+ * chosen by the prefix its sequence shares with the prompt (slots.ts); a slot given back goes to
+ * the first waiter, whichever it is (arrival order first). A slot whose
  * completion was aborted but whose generation has not let go of it after `stuckAfterMs` counts
  * as stuck: when every slot is stuck no completion can be served, and /health says so.
  */
 import { QueueFullError } from './errors.js';
+import { chooseSlot, type SlotView } from './slots.js';
+
+/** Tokens of `slot`'s sequence that the prompt starts with. */
+export type PrefixOf = (slot: number) => number;
 
 interface Waiter {
   resolve(slot: number): void;
@@ -15,6 +21,9 @@ interface Waiter {
 
 export class Scheduler {
   private readonly free: number[] = [];
+  /** Per slot, when it was last handed out (0: never). */
+  private readonly lastUsed: number[];
+  private handedOut = 0;
   private readonly queue: Waiter[] = [];
   private readonly abortedAt = new Map<number, number>();
   /** Running (exponentially weighted) mean of completion durations, ms; null before the first. */
@@ -26,6 +35,7 @@ export class Scheduler {
     private readonly stuckAfterMs = 10_000,
   ) {
     for (let i = 0; i < slots; i++) this.free.push(i);
+    this.lastUsed = new Array<number>(slots).fill(0);
   }
 
   get active(): number {
@@ -43,18 +53,29 @@ export class Scheduler {
     return n;
   }
 
-  /** A free slot now, or a place in the queue; QueueFullError at once when the queue is full. */
-  acquire(signal: AbortSignal): Promise<number> {
+  /**
+   * A free slot now (the one whose sequence shares the longest prefix with a `promptLength`-token
+   * prompt, by `prefixOf`; else the least recently used), or a place in the queue; QueueFullError
+   * at once when the queue is full.
+   */
+  acquire(signal: AbortSignal, prefixOf?: PrefixOf, promptLength = 0): Promise<number> {
     if (signal.aborted) return Promise.reject(signal.reason);
-    // The sequence freed last: its cache most likely holds this client's previous prompt.
-    const slot = this.free.pop();
-    if (slot !== undefined) return Promise.resolve(slot);
+    if (this.free.length > 0) {
+      const views: SlotView[] = this.free.map((slot) => ({
+        slot,
+        matched: prefixOf ? prefixOf(slot) : 0,
+        lastUsed: this.lastUsed[slot]!,
+      }));
+      const slot = chooseSlot(views, promptLength)!.slot;
+      this.free.splice(this.free.indexOf(slot), 1);
+      return Promise.resolve(this.handOut(slot));
+    }
     if (this.queue.length >= this.maxQueue) {
       return Promise.reject(new QueueFullError(this.queue.length, this.retryAfterS()));
     }
     return new Promise<number>((resolve, reject) => {
       const waiter: Waiter = {
-        resolve,
+        resolve: (slot) => resolve(this.handOut(slot)),
         reject,
         signal,
         onAbort: () => {
@@ -66,6 +87,11 @@ export class Scheduler {
       signal.addEventListener('abort', waiter.onAbort, { once: true });
       this.queue.push(waiter);
     });
+  }
+
+  private handOut(slot: number): number {
+    this.lastUsed[slot] = ++this.handedOut;
+    return slot;
   }
 
   /** The holder of `slot` was aborted; it still holds the slot until its generation ends. */

@@ -6,6 +6,7 @@
  * answer. Also a bounded cache of compiled grammars, one per distinct schema. Pure but for the
  * cache's compile callback.
  */
+import { checkSchemaBranches, checkSchemaShape, DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import { invalid } from './request.js';
 
 /** Keywords the grammar enforces (or that only annotate), per JSON Schema. */
@@ -52,9 +53,11 @@ const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' 
 /**
  * The schema as node-llama-cpp's GbnfJsonSchema takes it (`anyOf` as `oneOf`, `definitions` as
  * `$defs`, annotations but `description` dropped). Throws ApiError 400 (`param`, the keyword and
- * its JSON pointer) for anything the grammar would not enforce.
+ * its JSON pointer) for anything the grammar would not enforce, and 400 `schema_too_complex` for a
+ * schema beyond `limits` (checked before it is walked, and its alternatives after).
  */
-export function toGrammarSchema(schema: unknown, param: string): Json {
+export function toGrammarSchema(schema: unknown, param: string, limits: InputLimits = DEFAULT_INPUT_LIMITS): Json {
+  checkSchemaShape(schema, param, limits);
   const fail = (path: string, what: string) =>
     invalid(
       `Invalid '${param}': ${what} (at ${path || '#'}); it is not supported by this server.`,
@@ -143,39 +146,77 @@ export function toGrammarSchema(schema: unknown, param: string): Json {
     }
     return out;
   };
-  return walk(schema, '');
+  const out = walk(schema, '');
+  checkSchemaBranches(out, param, limits);
+  return out;
 }
 
-/** A least-recently-used cache of compiled grammars, one per distinct schema text. */
+/**
+ * A least-recently-used cache of compiled grammars, one per distinct schema text, bounded in
+ * entries and in bytes (the schema text plus what `sizeOf` says of the grammar; a grammar larger
+ * than the whole bound is used once and not kept). A failed compile is not kept.
+ */
 export class GrammarCache<G> {
-  private readonly entries = new Map<string, Promise<G>>();
+  private readonly entries = new Map<string, { made: Promise<G>; bytes: number }>();
+  private total = 0;
   hits = 0;
   misses = 0;
 
   constructor(
-    private readonly compile: (schema: Json) => Promise<G>,
+    private readonly compile: (schema: Json, param: string) => Promise<G>,
     readonly capacity = 64,
+    readonly maxBytes = Number.POSITIVE_INFINITY,
+    private readonly sizeOf: (grammar: G) => number = () => 0,
   ) {}
 
   get size(): number {
     return this.entries.size;
   }
 
-  get(schema: Json): Promise<G> {
+  /** Bytes held now (keys, and grammars once compiled). */
+  get bytes(): number {
+    return this.total;
+  }
+
+  get(schema: Json, param = 'schema'): Promise<G> {
     const key = JSON.stringify(schema);
     const found = this.entries.get(key);
     if (found) {
       this.hits++;
       this.entries.delete(key);
       this.entries.set(key, found);
-      return found;
+      return found.made;
     }
     this.misses++;
-    const made = this.compile(schema);
-    // A schema that fails to compile is not kept: the next request gets the error again.
-    made.catch(() => this.entries.delete(key));
-    this.entries.set(key, made);
-    while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
+    const made = this.compile(schema, param);
+    const entry = { made, bytes: key.length };
+    this.entries.set(key, entry);
+    this.total += entry.bytes;
+    made.then(
+      (g) => {
+        if (this.entries.get(key) !== entry) return;
+        const more = this.sizeOf(g);
+        entry.bytes += more;
+        this.total += more;
+        this.evict();
+      },
+      // A schema that fails to compile is not kept: the next request gets the error again.
+      () => this.drop(key, entry),
+    );
+    this.evict();
     return made;
+  }
+
+  private drop(key: string, entry: { bytes: number }): void {
+    if (this.entries.get(key) !== entry) return;
+    this.entries.delete(key);
+    this.total -= entry.bytes;
+  }
+
+  private evict(): void {
+    while (this.entries.size > this.capacity || (this.total > this.maxBytes && this.entries.size > 0)) {
+      const [key, entry] = this.entries.entries().next().value!;
+      this.drop(key, entry);
+    }
   }
 }

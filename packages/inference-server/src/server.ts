@@ -12,9 +12,10 @@
 import { formatHostPort, type HostPort } from '@vigil/shared-types';
 import { closeServer } from '@vigil/shared-types/node';
 import { requestLog } from './access-log.js';
+import { lowerWorkerThreadPriority } from './adaptive-threads.js';
 import { DEFAULTS, resolveConfig, type ServerConfig, type ServerOptions } from './config.js';
 import type { ServerContext, ServerState } from './context.js';
-import { Engine, lowerWorkerThreadPriority } from './engine.js';
+import { Engine } from './engine.js';
 import { EndReason, StartupError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
@@ -118,8 +119,15 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     parallel: config.parallel,
     contextSize: config.contextSize,
     maxDefaultContextSize: DEFAULTS.maxDefaultContextSize,
+    stateCache: { dir: config.stateCacheDir, maxBytes: config.stateCacheMib * 1024 * 1024 },
     logger,
     signal: loadAbort.signal,
+    grammar: {
+      timeoutMs: config.grammarTimeoutMs,
+      memoryMb: config.grammarMemoryMb,
+      maxWaiting: config.maxQueue + config.parallel,
+      cacheBytes: config.grammarCacheBytes,
+    },
   }).then(
     async (e) => {
       if (state !== 'loading') {
@@ -140,6 +148,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
         workerThreadsLowered: lowered,
         parallel: config.parallel,
         chatWrapper: e.info.chatWrapper,
+        stateCacheMib: e.states ? config.stateCacheMib : 0,
       });
     },
     (err: Error) => {

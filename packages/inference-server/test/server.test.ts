@@ -70,11 +70,14 @@ describe('the server (parallel 2)', () => {
       prompt_tokens: expect.any(Number),
       completion_tokens: 10,
       total_tokens: a.usage!.prompt_tokens + 10,
+      prompt_tokens_details: { cached_tokens: expect.any(Number) },
     });
     expect(a.usage!.prompt_tokens).toBeGreaterThan(5);
     const b = await s.openai.chat.completions.create({ ...req, model: 'tiny-alias' });
     expect(b.choices[0]!.message.content).toBe(a.choices[0]!.message.content);
     expect(b.model).toBe('tiny-alias');
+    // The same prompt again: its slot holds all of it (the last token is evaluated again).
+    expect(b.usage!.prompt_tokens_details!.cached_tokens).toBe(b.usage!.prompt_tokens - 1);
   });
 
   it('samples with a fresh seed when the request has none; a given seed reproduces its text', async () => {

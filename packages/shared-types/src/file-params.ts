@@ -19,7 +19,8 @@ export type FileParamKind =
  * - `send --preview-image` ("the image file for the link preview"),
  * - `send --quote-attachment` (`contentType[:filename[:previewFile]]`, e.g. `image/png:test.png:/tmp/preview.jpg`),
  * - `updateGroup --avatar` ("a new group avatar image file") and `updateProfile --avatar` ("path to the new avatar image file"),
- * - `uploadStickerPack PATH` ("the path of the manifest.json or a zip file").
+ * - `uploadStickerPack PATH` ("the path of the manifest.json or a zip file"),
+ * - and in 0.14, `sendStory --attachment` (the same name as send's).
  * Not files: `send --sticker` (`stickerPackId:stickerId`), `addStickerPack --uri`, `getAttachment`,
  * `getAvatar` and `getSticker` (they return data); `--config` and `--log-file` are not JSON-RPC parameters.
  */

@@ -14,6 +14,8 @@ export * from './manifest.js';
 export * from './messaging.js';
 export * from './net.js';
 export * from './notify.js';
+export * from './origin.js';
 export * from './process.js';
 export * from './prometheus.js';
 export * from './service.js';
+export * from './terminal.js';

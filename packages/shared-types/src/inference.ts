@@ -26,6 +26,8 @@ export interface ChatUsage {
   readonly prompt_tokens: number;
   readonly completion_tokens: number;
   readonly total_tokens: number;
+  /** Prompt tokens the server did not evaluate again (a cached prefix), as OpenAI reports them. */
+  readonly prompt_tokens_details?: { readonly cached_tokens: number };
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls';

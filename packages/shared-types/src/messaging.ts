@@ -41,7 +41,41 @@ export const SIGNAL_LOCALNET_METHODS = [
   'addDevice',
   'listDevices',
   'listAccounts',
+  // signal-cli 0.13.23–0.14.x
+  'sendPollCreate',
+  'sendPollVote',
+  'sendPollTerminate',
+  'sendPinMessage',
+  'sendUnpinMessage',
+  'sendAdminDelete',
+  'sendStory',
+  'terminateGroup',
+  'sendPaymentNotification',
+  'sendContacts',
+  'removeContact',
+  'updateDevice',
+  'removeDevice',
+  'listStickerPacks',
+  'addStickerPack',
+  'uploadStickerPack',
+  'getSticker',
+  'getAvatar',
+  'setPin',
+  'removePin',
+  'submitRateLimitChallenge',
+  'updateAccount',
+  'updateConfiguration',
+  'startCall',
+  'acceptCall',
+  'hangupCall',
+  'rejectCall',
+  'listCalls',
+  'subscribeCallEvents',
+  'unsubscribeCallEvents',
 ] as const;
+
+/** The signal-cli version whose JSON-RPC interface (methods, parameters, results, envelopes) the embedded network offers. */
+export const SIGNAL_CLI_INTERFACE = '0.14.6';
 
 export function isSignalMethod(name: string): name is SignalMethod {
   return (SIGNAL_METHODS as readonly string[]).includes(name);
@@ -70,6 +104,9 @@ export const RELAY_REFUSED_METHODS = [
   'updateAccount',
   'setPin',
   'removePin',
+  // signal-cli 0.14: moving the account to another number is a re-registration.
+  'startChangeNumber',
+  'finishChangeNumber',
 ] as const;
 
 /** A phone number in E.164 form, e.g. +15550000001. */
@@ -163,6 +200,45 @@ export interface DataMessage {
   readonly previews?: readonly Preview[];
   readonly remoteDelete?: { readonly timestamp: number };
   readonly textStyles?: readonly TextStyle[];
+  /** A sticker of a pack (`packId` in hex). */
+  readonly sticker?: { readonly packId: string; readonly stickerId: number };
+  /** signal-cli 0.14: a payment notification (`receipt` in base64). */
+  readonly payment?: { readonly note: string | null; readonly receipt: string };
+  readonly pollCreate?: {
+    readonly question: string;
+    readonly allowMultiple: boolean;
+    readonly options: readonly string[];
+  };
+  readonly pollVote?: TargetMessage & {
+    readonly author: string | null;
+    readonly authorNumber: PhoneNumber | null;
+    readonly authorUuid: string | null;
+    readonly optionIndexes: readonly number[];
+    readonly voteCount: number;
+  };
+  readonly pollTerminate?: { readonly targetSentTimestamp: number };
+  readonly pinMessage?: TargetAuthor & TargetMessage & { readonly pinDurationSeconds: number };
+  readonly unpinMessage?: TargetAuthor & TargetMessage;
+  readonly adminDelete?: TargetAuthor & TargetMessage;
+}
+
+/** The message an interaction points at (its author's sent timestamp). */
+interface TargetMessage {
+  readonly targetSentTimestamp: number;
+}
+
+/** The author of the message an interaction points at, as signal-cli names it (`targetAuthor` is the legacy field). */
+interface TargetAuthor {
+  readonly targetAuthor: string | null;
+  readonly targetAuthorNumber: PhoneNumber | null;
+  readonly targetAuthorUuid: string | null;
+}
+
+/** A story (signal-cli 0.14's `storyMessage` of an envelope). */
+export interface StoryMessage {
+  readonly allowsReplies: boolean;
+  readonly groupId?: string;
+  readonly fileAttachment?: unknown;
 }
 
 /** A range of a message's text (UTF-16 code units) in one style, as signal-cli emits it. */
@@ -259,6 +335,7 @@ export interface Envelope {
   readonly syncMessage?: SyncMessage;
   readonly typingMessage?: TypingMessage;
   readonly editMessage?: EditMessage;
+  readonly storyMessage?: StoryMessage;
 }
 
 /** params of the `receive` notification and the data of an SSE `receive` event. */
@@ -273,6 +350,11 @@ export interface ReceiveParams {
  */
 export interface DaemonStatus {
   readonly version: string;
+  /**
+   * The signal-cli version whose JSON-RPC interface the daemon offers: the embedded network's
+   * (SIGNAL_CLI_INTERFACE), or the version the signal-cli backend reported (null until it has).
+   */
+  readonly signalCliInterface: string | null;
   readonly account: PhoneNumber;
   readonly backend: { readonly kind: 'local' | 'signal-cli'; readonly state: 'serving' | 'starting' | 'down' };
   readonly uptimeS: number;

@@ -22,6 +22,8 @@ export const RELAY_TARGET: HostPort = DAEMON_TCP;
 export const INFERENCE_HTTP: HostPort = { host: LOOPBACK_HOST, port: 1337 };
 /** The inference server's mutual-TLS listener. */
 export const INFERENCE_MTLS: HostPort = { host: LOOPBACK_HOST, port: 1338 };
+/** The status page (a live view of the stack for its owner; loopback unless asked otherwise). */
+export const STATUS_PAGE: HostPort = { host: LOOPBACK_HOST, port: 8099 };
 /** The flow gateway (a consumer outside vigil, checked by the health check). */
 export const FLOW_GATEWAY: HostPort = { host: LOOPBACK_HOST, port: 4077 };
 /** Ports of the retired REST wrappers: nothing may answer there. */

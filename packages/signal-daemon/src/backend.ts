@@ -11,6 +11,11 @@ export type BackendState = 'serving' | 'starting' | 'down';
 export interface Backend {
   readonly kind: BackendKind;
   state(): BackendState;
+  /**
+   * The signal-cli version whose JSON-RPC interface this backend offers: the embedded network's
+   * SIGNAL_CLI_INTERFACE, or the version signal-cli reported (null until it has).
+   */
+  signalCliInterface(): string | null;
   /** A fault that makes sends fail while the backend still answers (a full disk), or null. */
   fault?(): string | null;
   /** True when calls of this method go to the backend (else the daemon answers -32601). */

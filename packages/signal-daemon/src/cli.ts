@@ -69,6 +69,15 @@ const program = new Command(BIN)
       .argParser(intFlag(64))
       .default(DEFAULTS.maxRequestBytes),
   )
+  .addOption(
+    opt('--max-batch <n>', 'most requests in one JSON-RPC batch').argParser(intFlag(1)).default(DEFAULTS.maxBatch),
+  )
+  .addOption(
+    opt(
+      '--allow-origin <origin>',
+      'a web origin (scheme://host[:port]) whose pages may call the RPC and events paths (repeatable; default: none)',
+    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+  )
   .addOption(opt('--allow-non-loopback', 'allow listening on addresses other than loopback'))
   .addOption(opt('--profile-name <name>', 'the name other accounts see (default: the number)'))
   .addOption(
@@ -148,6 +157,8 @@ const program = new Command(BIN)
       localnet: o.localnet,
       receiveMode: o.receiveMode,
       maxRequestBytes: o.maxRequestBytes,
+      maxBatch: o.maxBatch,
+      allowOrigins: fromEnvList('allowOrigin', o.allowOrigin),
       allowNonLoopback: o.allowNonLoopback === true,
       profileName: o.profileName,
       retentionHours: o.retentionHours,

@@ -8,6 +8,8 @@ import {
   isLoopbackHost,
   isPhoneNumber,
   isWildcardHost,
+  MESSAGING_LIMITS,
+  parseAllowedOrigins,
 } from '@vigil/shared-types';
 import { ConfigError } from './errors.js';
 
@@ -31,6 +33,10 @@ export interface DaemonConfig {
   readonly receiveMode: ReceiveMode;
   /** Largest HTTP body and TCP line accepted. */
   readonly maxRequestBytes: number;
+  /** Most requests in one JSON-RPC batch. */
+  readonly maxBatch: number;
+  /** Web origins (scheme://host[:port]) whose pages may call /api/v1/rpc and /api/v1/events; none by default. */
+  readonly allowOrigins: readonly string[];
   readonly allowNonLoopback: boolean;
   /** The profile name other accounts see as sourceName (default: the number). */
   readonly profileName: string;
@@ -88,6 +94,7 @@ export const DEFAULTS = {
   backend: 'local' as BackendKind,
   receiveMode: 'on-start' as ReceiveMode,
   maxRequestBytes: 8 * 1024 * 1024,
+  maxBatch: MESSAGING_LIMITS.batchRequests,
   retentionHours: 24 * 7,
   retentionMessages: 100_000,
   hold: true,
@@ -139,6 +146,8 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     localnet: join(home, 'localnet.sqlite'),
     receiveMode: DEFAULTS.receiveMode,
     maxRequestBytes: DEFAULTS.maxRequestBytes,
+    maxBatch: DEFAULTS.maxBatch,
+    allowOrigins: [],
     allowNonLoopback: false,
     profileName: options.account,
     retentionHours: DEFAULTS.retentionHours,
@@ -176,6 +185,12 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
   }
   if (!config.http && !config.tcp) throw new ConfigError('both --http and --tcp are off: nothing to serve');
   positive('max-request-bytes', config.maxRequestBytes, 64);
+  positive('max-batch', config.maxBatch, 1);
+  try {
+    parseAllowedOrigins(config.allowOrigins);
+  } catch (err) {
+    throw new ConfigError(`--allow-origin: ${(err as Error).message}`);
+  }
   positive('retention-hours', config.retentionHours, 0);
   positive('retention-messages', config.retentionMessages, 1);
   positive('hold-hours', config.holdHours, 0);

@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import {
+  canonicalOrigin,
   type DaemonStatus,
   fileParamPaths,
   formatHostPort,
@@ -22,6 +23,7 @@ import { DaemonMetrics, metricsServer } from './metrics.js';
 import { optInt, resolveParams } from './params.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
+import { checkSizes } from './sizes.js';
 import { isBusy, openDatabase } from './sqlite.js';
 import { HttpTransport } from './transports/http.js';
 import { type TcpConnection, TcpTransport } from './transports/tcp.js';
@@ -127,7 +129,7 @@ export async function start(
   }, PRUNE_INTERVAL_MS);
   pruner.unref();
 
-  const dispatcher = new Dispatcher(logger);
+  const dispatcher = new Dispatcher(logger, config.maxBatch);
 
   /** Methods of the daemon itself (answered at once), then the backend's. */
   const invokeFor =
@@ -135,6 +137,7 @@ export async function start(
     (method, params) => {
       switch (method) {
         case 'version':
+          // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
           return { version: VERSION };
         case 'subscribeReceive':
           if (!conn) break;
@@ -159,6 +162,7 @@ export async function start(
     if (backend.state() === 'down') {
       throw new RpcFailure(RpcErrorCode.IO_ERROR, `The ${backend.kind} backend is not serving right now`);
     }
+    checkSizes(params);
     // signal-cli reads attachment paths itself: they are checked here first.
     if (backend.kind === 'signal-cli') await checkPaths(params);
     const result = await backend.call(method, params);
@@ -190,6 +194,7 @@ export async function start(
 
   const status = (): DaemonStatus => ({
     version: VERSION,
+    signalCliInterface: backend.signalCliInterface(),
     account: config.account,
     backend: { kind: backend.kind, state: backend.state() },
     uptimeS: Math.round((Date.now() - startedAt) / 1000),
@@ -201,6 +206,7 @@ export async function start(
   const http = config.http
     ? new HttpTransport({
         bindHost: config.http.host,
+        allowOrigins: new Set(config.allowOrigins.map((o) => canonicalOrigin(o)!)),
         maxRequestBytes: config.maxRequestBytes,
         maxStreams: config.maxConnections,
         keepaliveMs: options.sseKeepaliveMs,

@@ -1,6 +1,7 @@
 /**
  * The documented parameters of each method of the embedded network, as signal-cli 0.13.19's man
- * pages give them (`man1/signal-cli.1`, `man5/signal-cli-jsonrpc.5`): the resolver (params.ts)
+ * pages give them (`man1/signal-cli.1`, `man5/signal-cli-jsonrpc.5`) and, for 0.14's methods,
+ * its command classes (`src/main/java/org/asamk/signal/commands/*Command.java`): the resolver (params.ts)
  * finds each one under its camelCase or dashed name, a list under its singular or plural name, and
  * checks its type; every other key is ignored, as signal-cli ignores it.
  *
@@ -47,16 +48,25 @@ const refused = (spec: ParamSpec, why = 'not supported by the embedded network')
 });
 
 const NO_USERNAMES = 'usernames do not exist on the embedded network: use phone numbers';
-const NO_STORIES = 'stories do not exist on the embedded network';
+const NO_STORIES = 'replies and reactions to stories are not supported by the embedded network';
 
 /** Whom a message (or what is said of one) goes to. */
 const TO = { recipient: many('string'), groupId: many('string') } as const;
 const TO_NUMBERS = { ...TO, username: refused(many('string'), NO_USERNAMES) } as const;
+/** Whom a 0.14 message goes to (polls, pins): also this account. `notifySelf` is accepted; the sync copy goes to this account either way. */
+const TO_ANY = { ...TO_NUMBERS, noteToSelf: one('boolean'), notifySelf: one('boolean') } as const;
+/** The message an interaction points at. */
+const TARGET = { targetAuthor: one('string'), targetTimestamp: one('timestamp') } as const;
+const NO_STORY_TARGET = { story: refused(one('boolean'), NO_STORIES) } as const;
+const CALL = { callId: one('integer') } as const;
+const NO_SERVER = { captcha: one('string'), voice: one('boolean') } as const;
 
 export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
   version: {},
   subscribeReceive: {},
   unsubscribeReceive: { subscription: one('integer') },
+  subscribeCallEvents: {},
+  unsubscribeCallEvents: { subscription: one('integer') },
 
   send: {
     recipient: many('string'),
@@ -67,7 +77,7 @@ export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
     messageFromStdin: refused(one('boolean'), 'a daemon has no standard input: give message'),
     attachment: many('string'),
     viewOnce: one('boolean'),
-    sticker: refused(one('string')),
+    sticker: one('string'),
     mention: many('string'),
     textStyle: many('string'),
     quoteTimestamp: one('timestamp'),
@@ -146,7 +156,7 @@ export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
     groupId: one('string'),
     name: one('string'),
     description: one('string'),
-    avatar: refused(one('string')),
+    avatar: one('string'),
     member: many('string'),
     removeMember: many('string'),
     admin: many('string'),
@@ -173,4 +183,61 @@ export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
   addDevice: { uri: one('string') },
   listDevices: {},
   listAccounts: {},
+  updateDevice: { deviceId: one('integer'), deviceName: one('string') },
+  removeDevice: { deviceId: one('integer') },
+
+  // signal-cli 0.13.23–0.14.x
+  sendPollCreate: { ...TO_ANY, question: one('string'), noMulti: one('boolean'), option: many('string') },
+  sendPollVote: {
+    ...TO_ANY,
+    pollAuthor: one('string'),
+    pollTimestamp: one('timestamp'),
+    option: many('integer'),
+    voteCount: one('integer'),
+  },
+  sendPollTerminate: { ...TO_ANY, pollTimestamp: one('timestamp') },
+  sendPinMessage: { ...TO_ANY, ...TARGET, pinDuration: one('integer'), ...NO_STORY_TARGET },
+  sendUnpinMessage: { ...TO_ANY, ...TARGET, ...NO_STORY_TARGET },
+  sendAdminDelete: { groupId: many('string'), notifySelf: one('boolean'), ...TARGET, ...NO_STORY_TARGET },
+  sendStory: { attachment: one('string'), noReplies: one('boolean'), groupId: one('string') },
+  terminateGroup: { groupId: one('string') },
+  sendPaymentNotification: { recipient: one('string'), receipt: one('string'), note: one('text') },
+  sendContacts: {},
+  removeContact: { recipient: one('string'), hide: one('boolean'), forget: one('boolean') },
+
+  listStickerPacks: {},
+  addStickerPack: { uri: many('string') },
+  uploadStickerPack: { path: one('string') },
+  getSticker: { packId: one('string'), stickerId: one('integer') },
+  getAvatar: { contact: one('string'), profile: one('string'), groupId: one('string') },
+
+  setPin: { pin: one('string') },
+  removePin: {},
+  submitRateLimitChallenge: { challenge: one('string'), captcha: one('string') },
+  updateAccount: {
+    deviceName: one('string'),
+    unrestrictedUnidentifiedSender: one('boolean'),
+    discoverableByNumber: one('boolean'),
+    numberSharing: one('boolean'),
+    username: refused(one('string'), NO_USERNAMES),
+    deleteUsername: one('boolean'),
+  },
+  updateConfiguration: {
+    readReceipts: one('boolean'),
+    unidentifiedDeliveryIndicators: one('boolean'),
+    typingIndicators: one('boolean'),
+    linkPreviews: one('boolean'),
+  },
+  register: { ...NO_SERVER, reregister: one('boolean') },
+  verify: { verificationCode: one('string'), pin: one('string') },
+  unregister: { deleteAccount: one('boolean') },
+  deleteLocalAccountData: { ignoreRegistered: one('boolean') },
+  startChangeNumber: { number: one('string'), ...NO_SERVER },
+  finishChangeNumber: { number: one('string'), verificationCode: one('string'), pin: one('string') },
+
+  startCall: { recipient: many('string') },
+  acceptCall: CALL,
+  hangupCall: CALL,
+  rejectCall: CALL,
+  listCalls: {},
 };

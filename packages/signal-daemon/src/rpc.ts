@@ -1,5 +1,6 @@
 import type { Logger } from '@vigil/shared-types';
 import {
+  batchTooLarge,
   failure,
   type Incoming,
   type JsonRpcResponse,
@@ -39,17 +40,25 @@ export function settle<T>(run: () => unknown, ok: (value: unknown) => T, fail: (
   return isPending(result) ? Promise.resolve(result).then(ok, fail) : ok(result);
 }
 
+/** A batch is started this many requests per event-loop turn, so that other clients are served between. */
+export const BATCH_SLICE = 64;
+
 /**
  * JSON-RPC dispatch, the same for HTTP and TCP: one reply per call, none for a notification;
  * a batch gets an array of the replies due (none at all when every element was a notification).
  * The reply is returned directly when every method called answered at once, else as a promise.
+ * A batch of more than `maxBatch` requests is refused whole (-32600, nothing of it run); a long
+ * one is started BATCH_SLICE requests per turn of the event loop, never all in one turn.
  */
 export class Dispatcher {
   /** Calls under way, for a bounded drain at shutdown. */
   inFlight = 0;
   private idle: (() => void)[] = [];
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly maxBatch = Number.POSITIVE_INFINITY,
+  ) {}
 
   dispatch(message: ParsedMessage, invoke: Invoke): Reply | Promise<Reply> {
     switch (message.kind) {
@@ -58,10 +67,23 @@ export class Dispatcher {
       case 'single':
         return this.one(message.item, invoke);
       case 'batch': {
-        const replies = message.items.map((item) => this.one(item, invoke));
+        const items = message.items;
+        if (items.length > this.maxBatch) return batchTooLarge(items.length, this.maxBatch);
+        if (items.length > BATCH_SLICE) return this.sliced(items, invoke);
+        const replies = items.map((item) => this.one(item, invoke));
         return replies.some(isPending) ? Promise.all(replies).then(due) : due(replies as Answer[]);
       }
     }
+  }
+
+  /** A long batch, started a slice per turn: the calls of one slice run while the next waits its turn. */
+  private async sliced(items: readonly Incoming[], invoke: Invoke): Promise<Reply> {
+    const replies: (Answer | Promise<Answer>)[] = [];
+    for (let i = 0; i < items.length; i += BATCH_SLICE) {
+      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const item of items.slice(i, i + BATCH_SLICE)) replies.push(this.one(item, invoke));
+    }
+    return due(await Promise.all(replies));
   }
 
   private one(item: Incoming, invoke: Invoke): Answer | Promise<Answer> {

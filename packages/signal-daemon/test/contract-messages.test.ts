@@ -235,17 +235,28 @@ describe('message methods between two daemons, in both spellings', () => {
     });
   });
 
-  it.each(SPELLINGS)('a reaction to a message that does not exist is -1 and sends nothing (%s)', async (how) => {
-    const before = sseB.events.length;
-    const r = await call(a, 'sendReaction', { recipient: B, emoji: '👍', targetAuthor: B, targetTimestamp: 42 }, how);
-    expect(r.error).toMatchObject({ code: -1, message: expect.stringContaining('not found') });
-    expect(
-      (await call(a, 'sendReaction', { recipient: B, targetAuthor: B, targetTimestamp: 42 }, how)).error.code,
-    ).toBe(-32602);
-    await rpc(a.http!, 'send', { recipient: B, message: 'marker' });
-    expect((await next(sseB)).dataMessage.message).toBe('marker');
-    expect(sseB.events.length).toBe(before + 1);
-  });
+  it.each(SPELLINGS)(
+    'a reaction to a message this account never saw is sent with its target fields, as signal-cli (%s)',
+    async (how) => {
+      const r = await call(a, 'sendReaction', { recipient: B, emoji: '👍', targetAuthor: C, targetTimestamp: 42 }, how);
+      expect(r.result.results).toEqual([expect.objectContaining({ type: 'SUCCESS' })]);
+      expect((await next(sseB)).dataMessage.reaction).toEqual({
+        emoji: '👍',
+        targetAuthor: C,
+        targetAuthorNumber: C,
+        targetAuthorUuid: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        targetSentTimestamp: 42,
+        isRemove: false,
+      });
+      const before = sseB.events.length;
+      expect(
+        (await call(a, 'sendReaction', { recipient: B, targetAuthor: B, targetTimestamp: 42 }, how)).error.code,
+      ).toBe(-32602);
+      await rpc(a.http!, 'send', { recipient: B, message: 'marker' });
+      expect((await next(sseB)).dataMessage.message).toBe('marker');
+      expect(sseB.events.length).toBe(before + 1);
+    },
+  );
 
   it.each(SPELLINGS)('remoteDelete of an own message; of another one is -1 (%s)', async (how) => {
     const sent = await rpc(a.http!, 'send', { recipient: B, message: 'oops' });

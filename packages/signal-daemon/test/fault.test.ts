@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
 import { until } from '../../../test/support.js';
 import { http, rpc, SseClient, spawnDaemon, tmpDir } from './helpers.js';
 
@@ -70,9 +71,14 @@ describe('a full disk under the local network', () => {
       for (let i = 0; i < 5; i++) {
         expect((await rpc(a.http!, 'send', { recipient: B, message: `queued ${i}` })).result).toBeDefined();
       }
+      // SQLite reuses its WAL file after a checkpoint, so a write can fit in room the file already
+      // has on a full disk: empty it first, so that a full disk is full for every write.
+      const db = new Database(localnet);
+      db.pragma('wal_checkpoint(TRUNCATE)');
+      db.close();
       const filler = join(mnt, 'filler');
       fill(filler);
-      const big = 'x'.repeat(200_000);
+      const big = 'x'.repeat(60_000); // under the message limit (64 KiB), too big for the full disk
       const failed = await rpc(a.http!, 'send', { recipient: B, message: big });
       expect(failed.error).toMatchObject({ code: -3, message: expect.stringMatching(/full/) });
       expect(await checkStatus(a.http!)).toBe(503);

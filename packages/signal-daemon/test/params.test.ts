@@ -121,7 +121,7 @@ describe('resolveParams', () => {
       resolveParams('sendReaction', { recipients: B, emoji: 'x', 'target-author': C, targetTimestamp: 7 }),
     ).toEqual({ recipient: [B], emoji: 'x', targetAuthor: C, targetTimestamp: 7 });
     failsWith(() => resolveParams('sendReaction', { story: true }), -32602, /^Invalid params: story is not supported/);
-    failsWith(() => resolveParams('send', { sticker: 'ab:1' }), -32602, /sticker is not supported/);
+    failsWith(() => resolveParams('send', { quoteAttachment: 'x' }), -32602, /quoteAttachment is not supported/);
     // A profile name: an empty one clears it; `name` is signal-cli's other name for it.
     expect(resolveParams('updateProfile', { name: '', about: 'a' })).toEqual({ givenName: '', about: 'a' });
     failsWith(() => resolveParams('updateProfile', { mobilecoinAddress: 'x' }), -32602, /mobilecoinAddress is not/);
@@ -213,9 +213,10 @@ describe('signal-cli spellings against two daemons on one embedded network', () 
       message: expect.stringMatching(/^Invalid params: view-once must be true or false/),
     });
     expect((await rpc(a.http!, 'send', { recipient: B, recipients: C, message: 'x' })).error.code).toBe(-32602);
-    expect((await rpc(a.http!, 'send', { recipient: B, message: 'x', sticker: 'ab:1' })).error).toMatchObject({
+    const image = 'data:image/png;base64,AA==';
+    expect((await rpc(a.http!, 'send', { recipient: B, message: 'x', 'preview-image': image })).error).toMatchObject({
       code: -32602,
-      message: expect.stringMatching(/^Invalid params: sticker is not supported/),
+      message: expect.stringMatching(/^Invalid params: preview-image is not supported/),
     });
     await rpc(a.http!, 'send', { recipient: B, message: 'marker' });
     expect(JSON.parse((await sseB.waitFor(before + 1))[before]!.data).envelope.dataMessage.message).toBe('marker');

@@ -141,6 +141,25 @@ describe('signal-cli backend', () => {
     ]);
   });
 
+  it('forwards signal-cli 0.14 methods verbatim; /api/v1/check names the version signal-cli reported', async () => {
+    const params = { 'group-id': ['Zw=='], question: 'q', options: ['a', 'b'], 'no-multi': true };
+    await rpc(d.http!, 'sendPollCreate', params);
+    await rpc(d.http!, 'uploadStickerPack', { path: 'data:application/json,{}' });
+    await rpc(d.http!, 'subscribeCallEvents');
+    const seen = (await rpc(d.http!, '_requests')).result as { method: string; params: unknown }[];
+    expect(seen.slice(-3)).toEqual([
+      { method: 'sendPollCreate', params },
+      { method: 'uploadStickerPack', params: { path: 'data:application/json,{}' } },
+      { method: 'subscribeCallEvents' },
+    ]);
+    const status = await http(d.http!, {
+      method: 'GET',
+      path: '/api/v1/check',
+      headers: { accept: 'application/json' },
+    });
+    expect(status.json()).toMatchObject({ signalCliInterface: '0.13.19', backend: { kind: 'signal-cli' } });
+  });
+
   it('keeps replies apart for 50 concurrent clients that all use the same ids', async () => {
     const clients = await Promise.all(Array.from({ length: 50 }, () => TcpClient.connect(d.tcp!)));
     const replies = await Promise.all(clients.map((c, i) => c.call('echo', { client: i, delayMs: (i * 37) % 50 }, 1)));

@@ -139,6 +139,7 @@ describe('HTTP transport', () => {
     });
     expect(status.json()).toEqual({
       version: expect.any(String),
+      signalCliInterface: '0.14.6',
       account: A,
       backend: { kind: 'local', state: 'serving' },
       uptimeS: expect.any(Number),

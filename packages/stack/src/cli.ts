@@ -10,6 +10,7 @@ import { everyCommand } from './container/every.js';
 import { livenessCommand } from './container/liveness.js';
 import { installCommand, uninstallCommand } from './deploy/command.js';
 import { DEFAULT_HOME, rel } from './paths.js';
+import { statusPageCommand } from './status-page/command.js';
 import { VERSION } from './version.js';
 
 export function buildProgram(): Command {
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   program.addCommand(uninstallCommand());
   program.addCommand(livenessCommand());
   program.addCommand(everyCommand());
+  program.addCommand(statusPageCommand());
   return program;
 }
 

@@ -17,7 +17,7 @@ import { homeOf, homePaths } from './paths.js';
 import { SERVICE_NAMES } from './services.js';
 import { readStackFile } from './stackfile.js';
 import { startStack } from './start.js';
-import { lastGuardianEvent, lastHealthReport, type StackStatus, statusScreen } from './status.js';
+import { lastGuardianEvent, lastHealthReport, type StackStatus, statusPageUrl, statusScreen } from './status.js';
 import { STOP_TIMEOUT_MS } from './supervisor.js';
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -119,6 +119,7 @@ export function statusCommand(): Command {
         services: reply.services ?? [],
         guardian: lastGuardianEvent(paths),
         health: lastHealthReport(paths),
+        statusPage: statusPageUrl(paths),
       };
       if (opts.json) out(JSON.stringify(status));
       else for (const line of statusScreen(status, paths.home)) out(line);

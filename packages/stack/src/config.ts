@@ -9,6 +9,7 @@ import {
   formatHostPort,
   type HostPort,
   parseHostPort,
+  STATUS_PAGE,
   validateConfig,
   z,
 } from '@vigil/shared-types';
@@ -104,6 +105,18 @@ export const STACK_OPTIONS = {
     help: 'its mutual-TLS listener (default 127.0.0.1:1338; certificates made on first start)',
     schema: addressOrOff.default(parseHostPort('127.0.0.1:1338')),
   },
+  'daemon-metrics': {
+    arg: '<addr|off>',
+    env: 'VIGIL_DAEMON_METRICS',
+    help: "the daemon's Prometheus metrics listener, which the status page reads for messages per minute (default off)",
+    schema: addressOrOff.default('off'),
+  },
+  'status-page': {
+    arg: '<addr>',
+    env: 'VIGIL_STATUS_PAGE',
+    help: 'the live status page (default 127.0.0.1:8099; loopback only)',
+    schema: address.default(STATUS_PAGE),
+  },
   model: {
     arg: '<file>',
     env: 'VIGIL_MODEL',
@@ -163,6 +176,8 @@ export const stackOptionsSchema = z.object(shape).transform((o) => ({
   relay: o.relay,
   inference: o.inference,
   mtls: o.mtls,
+  daemonMetrics: o['daemon-metrics'],
+  statusPage: o['status-page'],
   model: o.model,
   modelId: o['model-id'],
   threads: o.threads,

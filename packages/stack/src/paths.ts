@@ -44,6 +44,9 @@ export function homePaths(home: string) {
     pki: at('pki'),
     /** The running supervisor: its pid, its services' pids and command lines. */
     stackFile: at('run', 'stack.json'),
+    /** The status page's action token (0600), and its address while it runs. */
+    statusToken: at('state', 'status-page.token'),
+    statusAddress: at('run', 'status-page.json'),
     /** The supervisor's control socket. */
     socket: at('run', 'control.sock'),
   };

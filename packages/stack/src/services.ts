@@ -4,7 +4,7 @@
  */
 import type { HostPort } from '@vigil/shared-types';
 import { hp, type StackOptions } from './config.js';
-import { binOf, type HomePaths, rel } from './paths.js';
+import { binOf, type HomePaths, rel, VIGIL_BIN } from './paths.js';
 
 /** The services, in the order they start. */
 export const SERVICE_NAMES = [
@@ -13,11 +13,13 @@ export const SERVICE_NAMES = [
   'inference-server',
   'inference-fallback',
   'guardian',
+  'status-page',
 ] as const;
 export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 /** The order they stop: the guardian first (it must not restart what is being stopped), the daemon last. */
 export const STOP_ORDER: readonly ServiceName[] = [
+  'status-page',
   'guardian',
   'tcp-relay',
   'inference-fallback',
@@ -97,6 +99,7 @@ function daemonArgv(plan: StackPlan, paths: HomePaths): string[] {
     paths.daemonData,
     '--localnet',
     paths.localnet,
+    ...(plan.daemonMetrics === 'off' ? [] : ['--metrics', hp(plan.daemonMetrics)]),
     ...(plan.backend === 'local'
       ? []
       : [
@@ -119,7 +122,7 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       autostart: true,
       ready: { kind: 'http', addr: plan.daemonHttp, path: '/api/v1/check' },
       readyTimeoutMs: 20_000,
-      serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}`,
+      serves: `JSON-RPC http://${hp(plan.daemonHttp)}/api/v1/rpc, events /api/v1/events; tcp ${hp(plan.daemonTcp)}${plan.daemonMetrics === 'off' ? '' : `; metrics http://${hp(plan.daemonMetrics)}/metrics`}`,
     },
     'tcp-relay': {
       name: 'tcp-relay',
@@ -152,6 +155,22 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
       ready: { kind: 'none' },
       readyTimeoutMs: 20_000,
       serves: `a real completion every ${plan.guardianInterval} s; events ${rel(paths.log('guardian'))}`,
+    },
+    'status-page': {
+      name: 'status-page',
+      argv: [
+        VIGIL_BIN,
+        '--home',
+        paths.home,
+        'status-page',
+        '--listen',
+        hp(plan.statusPage),
+        ...(plan.daemonMetrics === 'off' ? [] : ['--daemon-metrics', hp(plan.daemonMetrics)]),
+      ],
+      autostart: true,
+      ready: { kind: 'http', addr: plan.statusPage, path: '/api/status' },
+      readyTimeoutMs: 20_000,
+      serves: `http://${hp(plan.statusPage)}/ (actions: token in ${rel(paths.statusToken)})`,
     },
   };
 }

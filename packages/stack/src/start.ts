@@ -29,6 +29,10 @@ function listenersOf(plan: StackPlan): Listener[] {
     { flag: '--relay', what: 'the relay', addr: plan.relay },
     { flag: '--inference', what: 'the inference server', addr: plan.inference },
     ...(plan.mtls === 'off' ? [] : [{ flag: '--mtls', what: 'the inference server (mutual TLS)', addr: plan.mtls }]),
+    ...(plan.daemonMetrics === 'off'
+      ? []
+      : [{ flag: '--daemon-metrics', what: "the daemon's metrics", addr: plan.daemonMetrics }]),
+    { flag: '--status-page', what: 'the status page', addr: plan.statusPage },
   ];
 }
 

@@ -4,6 +4,7 @@
  * same as one JSON object.
  */
 import { HealthExit, type HealthReport, lineTime } from '@vigil/shared-types';
+import { readTextOrNull } from '@vigil/shared-types/node';
 import type { ServiceStatus, SupervisorStatus } from './control.js';
 import { lastLines } from './logs.js';
 import type { HomePaths } from './paths.js';
@@ -16,6 +17,8 @@ export interface StackStatus {
   readonly services: readonly ServiceStatus[];
   readonly guardian: GuardianEvent | null;
   readonly health: HealthReport | null;
+  /** The status page's address while it runs (run/status-page.json), else null. */
+  readonly statusPage?: string | null;
 }
 
 function lastJson<T>(file: string, accept: (v: Record<string, unknown>) => boolean): T | null {
@@ -37,6 +40,17 @@ export const lastGuardianEvent = (paths: HomePaths): GuardianEvent | null =>
 /** The last health-check report, or null. */
 export const lastHealthReport = (paths: HomePaths): HealthReport | null =>
   lastJson<HealthReport>(paths.healthLog, (v) => Array.isArray(v.checks));
+
+/** The status page's address from the file it publishes while it runs, or null. */
+export function statusPageUrl(paths: HomePaths): string | null {
+  const text = readTextOrNull(paths.statusAddress);
+  try {
+    const url = text ? (JSON.parse(text) as { url?: unknown }).url : null;
+    return typeof url === 'string' ? url : null;
+  } catch {
+    return null;
+  }
+}
 
 /** "3 s", "5 min 3 s", "2 h 10 min", "3 d 4 h". */
 export function duration(seconds: number): string {
@@ -109,5 +123,6 @@ export function statusScreen(status: StackStatus, home: string, now: number = Da
     '',
     `  guardian:  ${status.guardian ? describeGuardianEvent(status.guardian, now) : 'no event yet'}`,
     `  health:    ${status.health ? describeHealthReport(status.health, now) : 'no health check has run yet'}`,
+    `  page:      ${status.statusPage ?? 'the status page is not running'}`,
   ];
 }

@@ -61,7 +61,7 @@ describe('vigil against a running supervisor', () => {
   });
 
   it('status: one screen, and --json', async () => {
-    await until('the stand-ins up', () => supervisor.status().filter((s) => s.state === 'running').length === 4);
+    await until('the stand-ins up', () => supervisor.status().filter((s) => s.state === 'running').length === 5);
     const screen = await vigil('--home', home.dir, 'status');
     expect(screen.stderr).toBe('');
     expect(screen.code).toBe(0);
@@ -120,7 +120,7 @@ describe('vigil against a running supervisor', () => {
     const r = await vigil('--home', home.dir, 'restart', 'nginx');
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      'vigil: unknown service "nginx" (known: signal-daemon, tcp-relay, inference-server, inference-fallback, guardian)\n',
+      'vigil: unknown service "nginx" (known: signal-daemon, tcp-relay, inference-server, inference-fallback, guardian, status-page)\n',
     );
   });
 

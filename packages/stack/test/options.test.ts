@@ -15,6 +15,8 @@ describe('the options of vigil start', () => {
       relay: undefined,
       inference: { host: '127.0.0.1', port: 1337 },
       mtls: { host: '127.0.0.1', port: 1338 },
+      daemonMetrics: 'off',
+      statusPage: { host: '127.0.0.1', port: 8099 },
       model: undefined,
       modelId: 'vigil',
       threads: undefined,

@@ -64,6 +64,7 @@ describe('vigil status', () => {
         ],
         guardian: { ts: NOW / 1000 - 3, level: 'info', event: 'probe_ok', probe_ms: 41, agent: 'inference-server' },
         health: report(),
+        statusPage: 'http://127.0.0.1:8099/',
       },
       '/h',
       NOW,
@@ -78,6 +79,7 @@ describe('vigil status', () => {
       '',
       '  guardian:  probe_ok 3 s ago: probe_ms 41, agent inference-server',
       '  health:    healthy (exit 0) 2 min ago',
+      '  page:      http://127.0.0.1:8099/',
     ]);
   });
 

@@ -412,6 +412,8 @@ async function main() {
     const p = byKey[key];
     p.port = await freePort(p.host);
     const args = [CLI, '--listen', `${p.host}:${p.port}`, '--target', target, '--log-level', 'warn'];
+    // The per-source byte budget stays on (its cost is measured) with a share no run reaches.
+    args.push('--max-bytes-per-minute', String(2 ** 40));
     if (key === 'off') args.push('--filter', 'off');
     const r = await startRelay(`the relay (${p.label})`, p.host, p.port, process.execPath, args);
     Object.assign(p, r);

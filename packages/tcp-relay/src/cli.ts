@@ -12,6 +12,7 @@ import {
 import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
+import { DEFAULT_BYTES_PER_MINUTE } from './budget.js';
 import { defaultAllow, parseCidr } from './cidr.js';
 import { startRelay } from './relay.js';
 import { VERSION } from './version.js';
@@ -29,6 +30,7 @@ function envSwitch(name: string): boolean {
 
 const seconds = secondsFlag(0, 'expected a number of seconds');
 const count = intFlag(1, 'expected a positive integer');
+const countOrZero = intFlag(0, 'expected an integer of at least 0');
 const opt = (flags: string, description: string) => {
   const o = new Option(flags, description);
   return o.env(envVarFor(BIN, o.long ?? flags));
@@ -80,6 +82,14 @@ const program = new Command(BIN)
       .default(8 * 1024 * 1024),
   )
   .addOption(
+    opt(
+      '--max-bytes-per-minute <n>',
+      'most bytes one guest address may send a minute (all its connections); over it, reading is slowed (0: no limit)',
+    )
+      .argParser(countOrZero)
+      .default(DEFAULT_BYTES_PER_MINUTE),
+  )
+  .addOption(
     opt('--watch-interval <s>', 'how often the listen address is checked, and a bind retried while it is absent')
       .argParser(seconds)
       .default(1),
@@ -107,6 +117,7 @@ const program = new Command(BIN)
       refuse,
       allowFileParams,
       maxLineBytes: o.maxLineBytes,
+      maxBytesPerMinute: o.maxBytesPerMinute,
       bindRetryMs: Math.max(10, o.watchInterval * 1000),
       watchIntervalMs: Math.max(10, o.watchInterval * 1000),
       shutdownGraceMs: o.shutdownGrace * 1000,

@@ -1,5 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { requestTooLarge } from '@vigil/shared-types';
+import type { SourceBudget } from './budget.js';
 import type { MethodFilter } from './filter.js';
 import { GuestLines, type Refusal } from './guest-lines.js';
 import type { RelayConfig } from './relay.js';
@@ -33,6 +34,8 @@ export class Pair {
   /** The relay's own replies wait for a line boundary in the target's byte stream. */
   private injections: Buffer[] = [];
   private atBoundary = true;
+  /** Not read until this timer ends: the guest's source is over its byte rate. */
+  private throttle: NodeJS.Timeout | null = null;
   readonly refused: Record<string, number> = {};
   /** File parameters refused, by name. */
   readonly refusedParams: Record<string, number> = {};
@@ -42,6 +45,10 @@ export class Pair {
     private readonly source: string,
     private readonly config: PairConfig,
     filter: MethodFilter | null,
+    /** The guest's share of bytes per minute, by source address. */
+    private readonly budget: SourceBudget,
+    /** The source address (without the port) the share is counted for. */
+    private readonly sourceHost: string,
     private readonly onClose: (p: Pair) => void,
   ) {
     this.lines = filter
@@ -113,8 +120,18 @@ export class Pair {
       this.bytesIn += chunk.length;
       const ok = this.lines ? this.write(up, this.lines.push(chunk)) : up.write(chunk);
       if (!ok) client.pause();
+      const wait = this.budget.take(this.sourceHost, chunk.length);
+      if (wait > 0 && !this.throttle) {
+        client.pause();
+        this.throttle = setTimeout(() => {
+          this.throttle = null;
+          if (!up.writableNeedDrain) client.resume();
+        }, wait);
+      }
     });
-    up.on('drain', () => client.resume());
+    up.on('drain', () => {
+      if (!this.throttle) client.resume();
+    });
     client.on('end', () => {
       // The guest's last line may lack its newline: it goes on as it came.
       if (this.lines) this.write(up, this.lines.end());
@@ -210,6 +227,7 @@ export class Pair {
     if (this.finished) return;
     this.finished = true;
     if (this.linger) clearTimeout(this.linger);
+    if (this.throttle) clearTimeout(this.throttle);
     this.client.destroy();
     this.upstream?.destroy();
     const record: Record<string, unknown> = {

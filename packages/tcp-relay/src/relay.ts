@@ -1,6 +1,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { formatHostPort, type HostPort, type Logger } from '@vigil/shared-types';
 import { listen } from '@vigil/shared-types/node';
+import { SourceBudget } from './budget.js';
 import { allowed, type Cidr } from './cidr.js';
 import { BindError } from './errors.js';
 import { MethodFilter } from './filter.js';
@@ -23,6 +24,8 @@ export interface RelayConfig {
    */
   readonly allowFileParams?: boolean;
   readonly maxLineBytes: number;
+  /** Most bytes one source address may send a minute, all its connections together (0: no limit). */
+  readonly maxBytesPerMinute: number;
   /** While the listen address is absent, a bind is tried this often. */
   readonly bindRetryMs: number;
   /** While bound, the listen address is checked this often (it goes away with the VM). */
@@ -81,6 +84,7 @@ export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
     refusedParams: {} as Record<string, number>,
   };
   const connections = new Set<Pair>();
+  const budget = new SourceBudget(config.maxBytesPerMinute, log);
   let server: Server | null = null;
   let bound: HostPort | null = null;
   let state: RelayState = 'waiting';
@@ -104,8 +108,10 @@ export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
       return;
     }
     stats.accepted++;
-    const pair = new Pair(client, source, config, filter, (p) => {
+    const host = (client.remoteAddress ?? '?').replace(/^::ffff:(?=\d+\.)/, '');
+    const pair = new Pair(client, source, config, filter, budget, host, (p) => {
       connections.delete(p);
+      budget.sweep();
       stats.active = connections.size;
       for (const [m, n] of Object.entries(p.refused)) stats.refusedMethods[m] = (stats.refusedMethods[m] ?? 0) + n;
       for (const [k, n] of Object.entries(p.refusedParams)) stats.refusedParams[k] = (stats.refusedParams[k] ?? 0) + n;
@@ -159,6 +165,7 @@ export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
       listen: formatHostPort(bound),
       target: formatHostPort(config.target),
       filter: config.refuse ?? 'off',
+      maxBytesPerMinute: config.maxBytesPerMinute,
       fileParams: config.refuse === null ? 'off' : config.allowFileParams === true ? 'allowed' : 'refused',
     });
     for (const w of waiters.splice(0)) w(bound);

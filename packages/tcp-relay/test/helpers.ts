@@ -22,6 +22,7 @@ export async function relay(
     idleTimeoutMs: 0,
     refuse: RELAY_REFUSED_METHODS,
     maxLineBytes: 1024 * 1024,
+    maxBytesPerMinute: 0,
     bindRetryMs: 50,
     watchIntervalMs: 100,
     shutdownGraceMs: 500,

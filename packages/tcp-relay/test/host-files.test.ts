@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { formatHostPort, type HostPort } from '@vigil/shared-types';
-import { spawnDaemon } from '../../signal-daemon/test/helpers.js';
+import { rpc, spawnDaemon } from '../../signal-daemon/test/helpers.js';
 import { TcpClient, tmpDir } from './helpers.js';
 
 const BIN = fileURLToPath(new URL('../bin/tcp-relay.js', import.meta.url));
@@ -137,6 +137,48 @@ describe('a guest that names host files through the relay', () => {
     expect((await guest.call('startLink', undefined, 2)).error.code).toBe(-32601);
     guest.close();
     inbox.close();
+    await stop(relay.child);
+  }, 30_000);
+
+  it('cannot upload a sticker pack, set an avatar or post a story from a host path; nothing is stored; a data: URI avatar goes through', async () => {
+    const PNG = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489', 'hex');
+    const pack = join(tmp.dir, 'pack');
+    mkdirSync(pack);
+    writeFileSync(join(pack, 'a.png'), PNG);
+    writeFileSync(
+      join(pack, 'manifest.json'),
+      JSON.stringify({ title: 't', author: 'a', stickers: [{ file: 'a.png' }] }),
+    );
+    const relay = spawnRelay('127.0.0.5', a.tcp!);
+    procs.push(relay.child);
+    const guest = await TcpClient.connect({ host: '127.0.0.5', port: await relay.port });
+    const groupId = (await rpc(a.http!, 'updateGroup', { name: 'g', members: [B] })).result.groupId;
+    const refusals: [string, Record<string, unknown>, string][] = [
+      ['uploadStickerPack', { path: pack }, 'path'],
+      ['uploadStickerPack', { path: join(pack, 'manifest.json') }, 'path'],
+      ['updateProfile', { avatar: join(pack, 'a.png') }, 'avatar'],
+      ['updateGroup', { 'group-id': groupId, avatar: join(pack, 'a.png') }, 'avatar'],
+      ['sendStory', { attachment: join(pack, 'a.png') }, 'attachment'],
+    ];
+    for (const [method, params, key] of refusals) {
+      const r = await guest.call(method, params, method);
+      expect(r.error).toEqual({
+        code: -32602,
+        message: `${key}: file paths are not accepted through the relay; send the file as a data: URI`,
+        data: null,
+      });
+    }
+    // The account's PIN, devices and number are not the guest's to change.
+    for (const method of ['setPin', 'removePin', 'removeDevice', 'startChangeNumber', 'finishChangeNumber']) {
+      expect((await guest.call(method, { pin: '1234', deviceId: 2 }, method)).error.code).toBe(-32601);
+    }
+    expect((await rpc(a.http!, 'listStickerPacks')).result).toEqual([]);
+    expect((await rpc(a.http!, 'getAvatar', { profile: A })).error.message).toBe('Could not find avatar');
+    expect((await rpc(a.http!, 'getAvatar', { groupId })).error.message).toBe('Could not find avatar');
+    const ok = await guest.call('updateProfile', { avatar: `data:image/png;base64,${PNG.toString('base64')}` }, 'ok');
+    expect(ok.result).toEqual({});
+    expect(Buffer.from((await rpc(a.http!, 'getAvatar', { profile: A })).result.data, 'base64')).toEqual(PNG);
+    guest.close();
     await stop(relay.child);
   }, 30_000);
 });

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ApiError, ContextLengthError } from '../errors.js';
+import type { InputLimits } from '../limits.js';
 import { toApiError } from '../openai.js';
 import type { GeneratedChoice, Output, Protocol } from '../pipeline.js';
 import { sse } from '../pipeline.js';
@@ -30,9 +31,9 @@ export function anthropicError(err: unknown): ApiError {
   return toApiError(err);
 }
 
-export function anthropicProtocol(hosted: HostedTools): Protocol<MessagesRequest> {
+export function anthropicProtocol(hosted: HostedTools, limits: InputLimits): Protocol<MessagesRequest> {
   return {
-    parse: (raw) => parseMessagesRequest(raw, hosted),
+    parse: (raw) => parseMessagesRequest(raw, hosted, false, limits),
     error: anthropicError,
     errorBody: anthropicErrorBody,
     output: (body, write) => messagesOutput(body, write),
@@ -67,11 +68,12 @@ function messagesOutput(body: MessagesRequest, write: (text: string) => void): O
     if (openKind !== null) send('content_block_stop', { index });
     openKind = null;
   };
-  const usage = (input: number, output: number) => ({
-    input_tokens: input,
+  // Anthropic counts the prompt tokens read from a cache apart from `input_tokens` (their sum is the prompt).
+  const usage = (input: number, output: number, cached = 0) => ({
+    input_tokens: input - cached,
     output_tokens: output,
     cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    cache_read_input_tokens: cached,
   });
   const toolId = (k: number) => {
     toolIds[k] ??= `toolu_${hex(12)}`;
@@ -137,7 +139,7 @@ function messagesOutput(body: MessagesRequest, write: (text: string) => void): O
           content,
           stop_reason: stopReason(c),
           stop_sequence: c.stopSequence,
-          usage: usage(g.promptTokens, g.completionTokens),
+          usage: usage(g.promptTokens, g.completionTokens, g.cachedTokens),
         };
       }
       // What the stream has not carried (text trimmed at a stop string is never longer).
@@ -148,7 +150,7 @@ function messagesOutput(body: MessagesRequest, write: (text: string) => void): O
       close();
       send('message_delta', {
         delta: { stop_reason: stopReason(c), stop_sequence: c.stopSequence },
-        usage: usage(g.promptTokens, g.completionTokens),
+        usage: usage(g.promptTokens, g.completionTokens, g.cachedTokens),
       });
       send('message_stop', {});
       return undefined;

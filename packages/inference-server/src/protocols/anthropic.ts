@@ -10,7 +10,15 @@
 import { z } from '@vigil/shared-types';
 import type { ApiError } from '../errors.js';
 import type { CompletionMessage, ToolCall } from '../history.js';
-import { type CompletionRequest, checkTool, invalid, type ToolChoice, type ToolSpec } from '../request.js';
+import { checkSchemaShape, checkStop, DEFAULT_INPUT_LIMITS, type InputLimits } from '../limits.js';
+import {
+  type CompletionRequest,
+  checkTool,
+  checkToolList,
+  invalid,
+  type ToolChoice,
+  type ToolSpec,
+} from '../request.js';
 import { check, type HostedTools, lenientSchema, objectAt } from './common.js';
 
 /** A validated Messages request (the engine's request). */
@@ -162,34 +170,15 @@ function parseMessages(t: Top, root: unknown): CompletionMessage[] {
 }
 
 /** Anthropic's server tools and client tools with a versioned `type`: left out as hosted tools. */
-function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSpec[]; toolChoice: ToolChoice } {
+function parseTools(
+  t: Top,
+  root: unknown,
+  hosted: HostedTools,
+  limits: InputLimits,
+): { tools: ToolSpec[]; toolChoice: ToolChoice } {
   const tools: ToolSpec[] = [];
   const names = new Set<string>();
-  (t.tools ?? []).forEach((raw, i) => {
-    const type = objectAt(raw, `tools[${i}]`).type;
-    if (type === undefined || type === null || type === 'custom') {
-      const c = check(customTool, raw, root, ['tools', i]);
-      tools.push(
-        checkTool(
-          {
-            name: c.name,
-            description: c.description,
-            parameters: c.strict === true ? c.input_schema : lenientSchema(c.input_schema),
-          },
-          `tools[${i}]`,
-          names,
-        ),
-      );
-    } else if (typeof type === 'string' && /_\d{8}$/.test(type)) {
-      hosted.leaveOut(type, `tools[${i}].type`, '/v1/messages');
-    } else {
-      throw invalid(
-        `tools[${i}].type: ${JSON.stringify(type)} is not a tool type this server supports (custom tools with input_schema).`,
-        `tools[${i}].type`,
-        'invalid_value',
-      );
-    }
-  });
+  checkToolList(t.tools ?? [], limits, () => eachTool(t, root, hosted, limits, tools, names));
   const c = t.tool_choice;
   let toolChoice: ToolChoice = tools.length > 0 ? 'auto' : 'none';
   if (c && tools.length > 0) {
@@ -208,11 +197,56 @@ function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSp
   return { tools, toolChoice };
 }
 
+/** Each custom tool checked into `tools` (its schema's shape within the limits before it is relaxed). */
+function eachTool(
+  t: Top,
+  root: unknown,
+  hosted: HostedTools,
+  limits: InputLimits,
+  tools: ToolSpec[],
+  names: Set<string>,
+): void {
+  (t.tools ?? []).forEach((raw, i) => {
+    const type = objectAt(raw, `tools[${i}]`).type;
+    if (type === undefined || type === null || type === 'custom') {
+      const c = check(customTool, raw, root, ['tools', i]);
+      checkSchemaShape(c.input_schema, `tools[${i}].input_schema`, limits);
+      tools.push(
+        checkTool(
+          {
+            name: c.name,
+            description: c.description,
+            parameters: c.strict === true ? c.input_schema : lenientSchema(c.input_schema),
+          },
+          `tools[${i}]`,
+          names,
+          limits,
+        ),
+      );
+    } else if (typeof type === 'string' && /_\d{8}$/.test(type)) {
+      hosted.leaveOut(type, `tools[${i}].type`, '/v1/messages');
+    } else {
+      throw invalid(
+        `tools[${i}].type: ${JSON.stringify(type)} is not a tool type this server supports (custom tools with input_schema).`,
+        `tools[${i}].type`,
+        'invalid_value',
+      );
+    }
+  });
+}
+
 /** Validates a Messages body (`countOnly`: count_tokens, where `max_tokens` is not asked). Throws ApiError. */
-export function parseMessagesRequest(raw: unknown, hosted: HostedTools, countOnly = false): MessagesRequest {
+export function parseMessagesRequest(
+  raw: unknown,
+  hosted: HostedTools,
+  countOnly = false,
+  limits: InputLimits = DEFAULT_INPUT_LIMITS,
+): MessagesRequest {
   const body = objectAt(raw, null);
   const t: Top = countOnly ? check(countTop, body, body, []) : check(top, body, body, []);
-  const { tools, toolChoice } = parseTools(t, body, hosted);
+  const { tools, toolChoice } = parseTools(t, body, hosted, limits);
+  const stop = (t.stop_sequences ?? []).filter((s) => s !== '');
+  checkStop(stop, limits, 'stop_sequences');
   const messages = parseMessages(t, body);
   const system = blocksText(t.system, body, ['system']);
   return {
@@ -223,7 +257,7 @@ export function parseMessagesRequest(raw: unknown, hosted: HostedTools, countOnl
     topP: t.top_p ?? 1,
     topK: t.top_k ?? null,
     seed: null,
-    stop: (t.stop_sequences ?? []).filter((s) => s !== ''),
+    stop,
     frequencyPenalty: 0,
     presencePenalty: 0,
     stream: t.stream === true,

@@ -8,10 +8,11 @@
 import { randomBytes } from 'node:crypto';
 import { z } from '@vigil/shared-types';
 import { ContextLengthError } from '../errors.js';
+import { checkStop } from '../limits.js';
 import { invalid as badRequest, toApiError, usage } from '../openai.js';
 import type { Output, Protocol } from '../pipeline.js';
 import { sse } from '../pipeline.js';
-import type { CompletionRequest } from '../request.js';
+import type { CompletionRequest, RequestLimits } from '../request.js';
 import { check, objectAt } from './common.js';
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => z.number().int().min(min).max(max).nullish();
@@ -43,7 +44,8 @@ export const LEGACY_MAX_TOKENS = 16;
 
 const unsupported = (message: string, param: string) => badRequest(message, param, 'unsupported_value');
 
-export function parseLegacyRequest(raw: unknown, maxN: number): CompletionRequest {
+export function parseLegacyRequest(raw: unknown, limits: RequestLimits): CompletionRequest {
+  const { maxN } = limits;
   const body = objectAt(raw, null);
   const t = check(top, body, body, []);
   if (t.echo === true) throw unsupported("'echo' is not supported on this server.", 'echo');
@@ -64,6 +66,8 @@ export function parseLegacyRequest(raw: unknown, maxN: number): CompletionReques
   if (t.stream_options && !stream) {
     throw badRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
   }
+  const stop = (typeof t.stop === 'string' ? [t.stop] : (t.stop ?? [])).filter((s) => s !== '');
+  checkStop(stop, limits.input);
   return {
     model: t.model,
     messages: [],
@@ -72,7 +76,7 @@ export function parseLegacyRequest(raw: unknown, maxN: number): CompletionReques
     temperature: t.temperature ?? 1,
     topP: t.top_p ?? 1,
     seed: t.seed === null || t.seed === undefined ? null : t.seed >>> 0,
-    stop: (typeof t.stop === 'string' ? [t.stop] : (t.stop ?? [])).filter((s) => s !== ''),
+    stop,
     frequencyPenalty: t.frequency_penalty ?? 0,
     presencePenalty: t.presence_penalty ?? 0,
     stream,
@@ -85,9 +89,9 @@ export function parseLegacyRequest(raw: unknown, maxN: number): CompletionReques
   };
 }
 
-export function legacyProtocol(maxN: number): Protocol {
+export function legacyProtocol(limits: RequestLimits): Protocol {
   return {
-    parse: (raw) => parseLegacyRequest(raw, maxN),
+    parse: (raw) => parseLegacyRequest(raw, limits),
     error: (err) =>
       err instanceof ContextLengthError
         ? badRequest(err.message, 'prompt', 'context_length_exceeded')
@@ -108,7 +112,7 @@ function legacyOutput(body: CompletionRequest, write: (text: string) => void): O
     callText: () => {},
     endChoice: (index, c) => chunk([{ index, text: '', logprobs: null, finish_reason: c.finishReason }]),
     finish: (g) => {
-      const u = usage(g.promptTokens, g.completionTokens);
+      const u = usage(g.promptTokens, g.completionTokens, g.cachedTokens);
       if (!body.stream) {
         return {
           id,

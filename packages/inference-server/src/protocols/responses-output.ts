@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { ApiError, ContextLengthError } from '../errors.js';
 import type { CompletionMessage } from '../history.js';
+import type { InputLimits } from '../limits.js';
 import { toApiError } from '../openai.js';
 import type { GeneratedChoice, Generation, Output, Protocol } from '../pipeline.js';
 import { sse } from '../pipeline.js';
@@ -62,9 +63,13 @@ export class ResponseStore {
 }
 
 /** The Responses protocol of one server: its store and its hosted-tool log. */
-export function responsesProtocol(hosted: HostedTools, store: ResponseStore): Protocol<ResponsesRequest> {
+export function responsesProtocol(
+  hosted: HostedTools,
+  store: ResponseStore,
+  limits: InputLimits,
+): Protocol<ResponsesRequest> {
   return {
-    parse: (raw) => parseResponsesRequest(raw, hosted, (id) => store.get(id)),
+    parse: (raw) => parseResponsesRequest(raw, hosted, (id) => store.get(id), limits),
     error: (err) =>
       err instanceof ContextLengthError ? invalid(err.message, 'input', 'context_length_exceeded') : toApiError(err),
     errorBody: (e) => e.toJSON(),
@@ -141,7 +146,7 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
       usage: g
         ? {
             input_tokens: g.promptTokens,
-            input_tokens_details: { cached_tokens: 0 },
+            input_tokens_details: { cached_tokens: g.cachedTokens },
             output_tokens: g.completionTokens,
             output_tokens_details: { reasoning_tokens: 0 },
             total_tokens: g.promptTokens + g.completionTokens,

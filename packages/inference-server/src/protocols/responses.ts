@@ -8,9 +8,11 @@
  */
 import { z } from '@vigil/shared-types';
 import type { CompletionMessage, ToolCall } from '../history.js';
+import { checkSchemaShape, DEFAULT_INPUT_LIMITS, type InputLimits } from '../limits.js';
 import {
   type CompletionRequest,
   checkTool,
+  checkToolList,
   invalid,
   type ResponseFormat,
   type ToolChoice,
@@ -141,17 +143,35 @@ export const flatName = (namespace: string | null, name: string): string =>
   namespace === null ? name : `${namespace}__${name}`;
 
 /** `tools`: function and namespace tools as the model's functions; hosted tools left out. */
-function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSpec[]; names: Map<string, ToolName> } {
+function parseTools(
+  t: Top,
+  root: unknown,
+  hosted: HostedTools,
+  limits: InputLimits,
+): { tools: ToolSpec[]; names: Map<string, ToolName> } {
   const tools: ToolSpec[] = [];
   const names = new Map<string, ToolName>();
   const seen = new Set<string>();
   const one = (raw: unknown, path: (string | number)[], namespace: string | null) => {
     const f = check(functionTool, raw, root, path);
     const flat = flatName(namespace, f.name);
+    // The shape within the limits before the schema is relaxed (and walked).
+    checkSchemaShape(f.parameters, `${paramOf(path)}.parameters`, limits);
     const parameters = f.strict === true ? f.parameters : lenientSchema(f.parameters);
-    tools.push(checkTool({ ...f, name: flat, parameters }, paramOf(path), seen));
+    tools.push(checkTool({ ...f, name: flat, parameters }, paramOf(path), seen, limits));
     names.set(flat, { name: f.name, namespace });
   };
+  checkToolList(t.tools ?? [], limits, () => eachTool(t, root, hosted, one));
+  return { tools, names };
+}
+
+/** Each entry of `tools`: a function (or a namespace's) to `one`; hosted tools left out. */
+function eachTool(
+  t: Top,
+  root: unknown,
+  hosted: HostedTools,
+  one: (raw: unknown, path: (string | number)[], namespace: string | null) => void,
+): void {
   (t.tools ?? []).forEach((raw, i) => {
     const type = objectAt(raw, `tools[${i}]`).type;
     if (type === 'function') one(raw, ['tools', i], null);
@@ -166,7 +186,6 @@ function parseTools(t: Top, root: unknown, hosted: HostedTools): { tools: ToolSp
       hosted.leaveOut(type, `tools[${i}].type`, '/v1/responses');
     } else throw unknownTool(`tools[${i}].type`, type);
   });
-  return { tools, names };
 }
 
 const unknownTool = (param: string, type: unknown) =>
@@ -201,7 +220,7 @@ function parseToolChoice(t: Top, tools: readonly ToolSpec[], names: ReadonlyMap<
   );
 }
 
-function parseFormat(t: Top, root: unknown): ResponseFormat {
+function parseFormat(t: Top, root: unknown, limits: InputLimits): ResponseFormat {
   const f = t.text?.format;
   if (!f || f.type === 'text') return { type: 'text' };
   if (f.type === 'json_object') return { type: 'json_object' };
@@ -211,7 +230,8 @@ function parseFormat(t: Top, root: unknown): ResponseFormat {
     'text',
     'format',
   ]);
-  return { type: 'json_schema', name: s.name, schema: toGrammarSchema(s.schema, 'text.format.schema') };
+  const param = 'text.format.schema';
+  return { type: 'json_schema', name: s.name, schema: toGrammarSchema(s.schema, param, limits), param };
 }
 
 /** The text of a message's content; media parts and unknown parts are a 400 naming them. */
@@ -303,6 +323,7 @@ export function parseResponsesRequest(
   raw: unknown,
   hosted: HostedTools,
   previous: (id: string) => readonly CompletionMessage[],
+  limits: InputLimits = DEFAULT_INPUT_LIMITS,
 ): ResponsesRequest {
   const body = objectAt(raw, null);
   const t = check(top, body, body, []);
@@ -314,9 +335,9 @@ export function parseResponsesRequest(
   if (t.prompt !== undefined && t.prompt !== null) {
     throw invalid("'prompt' templates are not supported.", 'prompt', 'unsupported_value');
   }
-  const { tools, names } = parseTools(t, body, hosted);
+  const { tools, names } = parseTools(t, body, hosted, limits);
   const toolChoice = parseToolChoice(t, tools, names);
-  const responseFormat = parseFormat(t, body);
+  const responseFormat = parseFormat(t, body, limits);
   if (responseFormat.type !== 'text' && toolChoice !== 'none') {
     throw invalid(
       "'text.format' other than text together with 'tools' is not supported, unless 'tool_choice' is \"none\"",

@@ -18,7 +18,13 @@ import { legacyProtocol } from './completions.js';
 import { serveEmbeddings } from './embeddings.js';
 import { ResponseStore, responsesProtocol } from './responses-output.js';
 
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse, listener: string, startedNs: bigint) => void;
+/** Serves one request; rejects only on a bug (routes.ts answers it with the last-resort 500). */
+export type RouteHandler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  listener: string,
+  startedNs: bigint,
+) => Promise<void>;
 
 /** The body of an error on `path`, in the shape of the path's protocol. */
 export function errorBodyFor(path: string): (e: ApiError) => unknown {
@@ -38,22 +44,24 @@ export function generationRoutes(ctx: ServerContext): ReadonlyMap<string, RouteH
     shared.set(ctx, s);
   }
   const { store, hosted } = s;
+  const input = ctx.config.inputLimits;
+  const limits = { maxN: ctx.config.maxN, input };
   const run =
     (protocol: Protocol<never>): RouteHandler =>
     (req, res, listener, startedNs) =>
-      void serveGeneration(ctx, protocol, req, res, listener, startedNs);
+      serveGeneration(ctx, protocol, req, res, listener, startedNs);
   return new Map<string, RouteHandler>([
-    [INFERENCE_PATHS.chatCompletions, run(chatProtocol(ctx.config.maxN) as Protocol<never>)],
-    [INFERENCE_PATHS.responses, run(responsesProtocol(hosted, store) as Protocol<never>)],
-    [INFERENCE_PATHS.messages, run(anthropicProtocol(hosted) as Protocol<never>)],
-    [INFERENCE_PATHS.completions, run(legacyProtocol(ctx.config.maxN) as Protocol<never>)],
+    [INFERENCE_PATHS.chatCompletions, run(chatProtocol(limits) as Protocol<never>)],
+    [INFERENCE_PATHS.responses, run(responsesProtocol(hosted, store, input) as Protocol<never>)],
+    [INFERENCE_PATHS.messages, run(anthropicProtocol(hosted, input) as Protocol<never>)],
+    [INFERENCE_PATHS.completions, run(legacyProtocol(limits) as Protocol<never>)],
     [
       INFERENCE_PATHS.embeddings,
-      (req, res, listener, startedNs) => void serveEmbeddings(ctx, req, res, listener, startedNs),
+      (req, res, listener, startedNs) => serveEmbeddings(ctx, req, res, listener, startedNs),
     ],
     [
       INFERENCE_PATHS.countTokens,
-      (req, res, listener, startedNs) => void countTokens(ctx, hosted, req, res, listener, startedNs),
+      (req, res, listener, startedNs) => countTokens(ctx, hosted, req, res, listener, startedNs),
     ],
   ]);
 }
@@ -68,7 +76,7 @@ async function countTokens(
   startedNs: bigint,
 ): Promise<void> {
   try {
-    const body = parseMessagesRequest(await readJson(ctx, req), hosted, true);
+    const body = parseMessagesRequest(await readJson(ctx, req), hosted, true, ctx.config.inputLimits);
     const eng = checkModel(ctx, body.model);
     const functions = body.toolChoice !== 'none' && body.tools.length > 0 ? chatFunctions(body.tools) : undefined;
     const tokens = eng.countPromptTokens(body.messages, functions);

@@ -8,7 +8,9 @@ import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
+  constants,
   fsyncSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -18,7 +20,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 
 /** The mode of a private file (state, messages, keys, logs). */
 export const PRIVATE_FILE = 0o600;
@@ -77,10 +79,63 @@ function removeQuietly(path: string): void {
   }
 }
 
-/** Writes a file atomically (see the module's comment). Creates its directory when missing. */
+/** A file's directory is a symbolic link that someone other than root made: nothing is written through it. */
+export class SymlinkedDirError extends Error {
+  readonly code = 'ESYMLINKDIR';
+  constructor(
+    readonly path: string,
+    readonly dir: string,
+  ) {
+    super(`refusing to write ${path}: its directory ${dir} is a symbolic link (give the real directory)`);
+    this.name = 'SymlinkedDirError';
+  }
+}
+
+/**
+ * Refuses (SymlinkedDirError) to write `path` when its directory is a symbolic link: a link in a
+ * shared or foreign directory would send vigil's file into another user's directory. Only the
+ * system's own top-level links (macOS's /tmp, /var, /etc: in `/`, owned by root) are followed. A
+ * missing directory passes (the writer creates a real one).
+ */
+export function refuseSymlinkedDir(path: string): void {
+  const dir = dirname(path);
+  let st: ReturnType<typeof lstatSync>;
+  try {
+    st = lstatSync(dir);
+  } catch {
+    return;
+  }
+  const system = st.uid === 0 && dirname(resolve(dir)) === '/';
+  if (st.isSymbolicLink() && !system) throw new SymlinkedDirError(path, dir);
+}
+
+/**
+ * Appends `data` to a log file in one write, creating it with `mode`: never through a symbolic
+ * link (the file's or its directory's, see refuseSymlinkedDir), so a planted link cannot turn a
+ * log into a write to someone else's file.
+ */
+export function appendFileNoFollow(path: string, data: string, mode = PRIVATE_FILE): void {
+  refuseSymlinkedDir(path);
+  const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | (constants.O_NOFOLLOW ?? 0);
+  const fd = openSync(path, flags, mode);
+  try {
+    const buf = Buffer.from(data, 'utf8');
+    let off = 0;
+    while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Writes a file atomically (see the module's comment). Creates its directory when missing; refuses
+ * a directory that is a symbolic link (refuseSymlinkedDir). A link at `path` itself is replaced,
+ * never written through.
+ */
 export function writeFileAtomic(path: string, data: string | Uint8Array, options: AtomicWriteOptions = {}): void {
   const mode = options.mode ?? PRIVATE_FILE;
   const dir = dirname(path);
+  refuseSymlinkedDir(path);
   ensureDir(dir, options.dirMode ?? PRIVATE_DIR);
   const tmp = tempPathFor(path);
   const fd = openSync(tmp, 'wx', mode);
@@ -113,6 +168,7 @@ export async function writeFileAtomicWith(
 ): Promise<void> {
   const mode = options.mode ?? PRIVATE_FILE;
   const dir = dirname(path);
+  refuseSymlinkedDir(path);
   ensureDir(dir, options.dirMode ?? PRIVATE_DIR);
   const tmp = tempPathFor(path);
   const fh = await open(tmp, 'wx', mode);

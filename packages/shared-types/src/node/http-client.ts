@@ -8,6 +8,7 @@
 import { request as httpRequestRaw, type IncomingMessage } from 'node:http';
 import { request as httpsRequestRaw } from 'node:https';
 import { type PingWhat, pingUrl } from '../notify.js';
+import { terminalSafe } from '../terminal.js';
 
 export interface HttpRequestOptions {
   readonly method?: 'GET' | 'POST' | 'HEAD';
@@ -114,7 +115,9 @@ export async function httpRequest(target: string, o: HttpRequestOptions): Promis
   }
   const ok = last.status !== null && last.status >= 200 && last.status < 300;
   const detail =
-    last.status !== null ? `HTTP ${last.status}${!ok && last.body ? `: ${last.body.slice(0, 200)}` : ''}` : last.error!;
+    last.status !== null
+      ? `HTTP ${last.status}${!ok && last.body ? `: ${terminalSafe(last.body.slice(0, 200))}` : ''}`
+      : terminalSafe(last.error!);
   return { ok, status: last.status, attempts: tried, detail: `${tried > 1 ? `${tried} tries, last: ` : ''}${detail}` };
 }
 

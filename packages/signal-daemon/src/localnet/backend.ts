@@ -1,6 +1,12 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { type Envelope, type Logger, RpcErrorCode, type SendResultEntry } from '@vigil/shared-types';
+import {
+  type Envelope,
+  type Logger,
+  RpcErrorCode,
+  type SendResultEntry,
+  SIGNAL_CLI_INTERFACE,
+} from '@vigil/shared-types';
 import { ensureDir, PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
 import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
@@ -9,7 +15,11 @@ import type { Inbox } from '../inbox.js';
 import { resolveParams } from '../params.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
+import { avatarMethods } from './avatars.js';
+import { callMethods } from './calls.js';
 import { contactMethods } from './contacts.js';
+import { deviceMethods } from './devices.js';
+import { Extras } from './extras.js';
 import { FaultEpisode, isStorageFault, RETRY_INITIAL_MS, RETRY_MAX_MS } from './fault.js';
 import { groupMethods } from './groups.js';
 import { identityMethods } from './identities.js';
@@ -18,8 +28,13 @@ import { interactionMethods } from './interactions.js';
 import { linkingMethods } from './linking.js';
 import { messageMethods } from './messages.js';
 import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } from './methods.js';
+import { pinMethods } from './pins.js';
+import { pollMethods } from './polls.js';
 import { Records } from './records.js';
+import { settingMethods } from './settings.js';
+import { stickerMethods } from './stickers.js';
 import { type AccountRow, NetworkStore } from './store.js';
+import { storyMethods } from './stories.js';
 
 export interface LocalBackendOptions {
   readonly account: string;
@@ -50,6 +65,24 @@ const WRITES = new Set([
   'trust',
   'block',
   'unblock',
+  'updateDevice',
+  'removeDevice',
+  'sendPollCreate',
+  'sendPollVote',
+  'sendPollTerminate',
+  'sendPinMessage',
+  'sendUnpinMessage',
+  'sendAdminDelete',
+  'sendStory',
+  'terminateGroup',
+  'sendPaymentNotification',
+  'removeContact',
+  'addStickerPack',
+  'uploadStickerPack',
+  'setPin',
+  'removePin',
+  'updateAccount',
+  'updateConfiguration',
 ]);
 const DELIVERY_BATCH = 512;
 
@@ -63,9 +96,23 @@ const METHODS = methodTable(
   identityMethods,
   linkingMethods,
   accountMethods,
+  pollMethods,
+  pinMethods,
+  storyMethods,
+  stickerMethods,
+  avatarMethods,
+  deviceMethods,
+  settingMethods,
+  callMethods,
 );
 /** The names of the methods the local network answers (each has its params in methods-params.ts). */
 export const LOCAL_METHODS: readonly string[] = [...METHODS.keys()];
+
+/** The attachments an envelope carries: a message's, a story's. */
+function attachmentsOf(e: Envelope): { id: string }[] {
+  const story = e.storyMessage?.fileAttachment as { id: string } | undefined;
+  return [...((e.dataMessage?.attachments ?? []) as { id: string }[]), ...(story ? [story] : [])];
+}
 
 /** The name shown for an account: its profile's given and family name, else the registered one. */
 function displayName(records: Records, account: AccountRow | undefined, number: string): string | null {
@@ -88,6 +135,7 @@ export class LocalBackend implements Backend {
 
   private readonly store: NetworkStore;
   private readonly records: Records;
+  private readonly extras: Extras;
   private readonly me: AccountRow;
   private readonly context: LocalContext;
   private lastTimestamp = 0;
@@ -107,6 +155,7 @@ export class LocalBackend implements Backend {
     this.store = new NetworkStore(o.localnet);
     this.me = this.store.register(o.account, o.profileName);
     this.records = new Records(this.store.db);
+    this.extras = new Extras(this.store.db);
     ensureDir(o.dataDir);
     const identityKey = loadIdentity(o.dataDir);
     if (this.records.publishIdentity(this.me.number, identityKey)) {
@@ -126,6 +175,7 @@ export class LocalBackend implements Backend {
     this.context = {
       store: this.store,
       records: this.records,
+      extras: this.extras,
       dataDir: o.dataDir,
       identityKey,
       displayName: (number) => displayName(this.records, this.store.account(number), number),
@@ -156,6 +206,10 @@ export class LocalBackend implements Backend {
 
   handles(method: string): boolean {
     return METHODS.has(method);
+  }
+
+  signalCliInterface(): string {
+    return SIGNAL_CLI_INTERFACE;
   }
 
   state(): BackendState {
@@ -270,10 +324,10 @@ export class LocalBackend implements Backend {
     return moved;
   }
 
-  /** A blocked sender's messages, and messages to a blocked group, are not delivered. */
+  /** A blocked sender's messages, and messages (and stories) to a blocked group, are not delivered. */
   private accepts(e: Envelope): boolean {
     if (e.sourceNumber && this.store.isBlocked(this.me.number, e.sourceNumber)) return false;
-    const groupId = e.dataMessage?.groupInfo?.groupId;
+    const groupId = e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId;
     return !(groupId && this.store.isGroupBlocked(this.me.number, groupId));
   }
 
@@ -283,15 +337,15 @@ export class LocalBackend implements Backend {
     if (!sender || sender === this.me.number) return;
     this.store.addContact(this.me.number, sender);
     this.records.trustOnFirstUse(this.me.number, sender);
-    const groupId = e.dataMessage?.groupInfo?.groupId ?? null;
-    for (const a of (e.dataMessage?.attachments ?? []) as { id: string }[]) {
+    const groupId = e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId ?? null;
+    for (const a of attachmentsOf(e)) {
       this.records.receivedAttachment(this.me.number, a.id, sender, groupId);
     }
   }
 
   /** Received attachments are files in the data directory, written before the message is acknowledged. */
   private saveAttachments(e: Envelope): void {
-    for (const a of (e.dataMessage?.attachments ?? []) as { id: string }[]) {
+    for (const a of attachmentsOf(e)) {
       const row = this.store.attachment(a.id);
       if (row) writeFileAtomic(join(this.o.dataDir, 'attachments', a.id), row.data);
     }

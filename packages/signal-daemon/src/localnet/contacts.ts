@@ -119,7 +119,31 @@ function setBlocked(ctx: LocalContext, p: Params, blocked: boolean): Record<stri
   return {};
 }
 
+/**
+ * Removes a contact from this account's list (signal-cli's removeContact): `hide` hides it (the
+ * conversation stays), `forget` also drops this account's names and settings for it; without
+ * either, as signal-cli, the contact's names are cleared and it leaves the list.
+ */
+async function removeContact(ctx: LocalContext, p: Params): Promise<Record<string, never>> {
+  const number = numbers(p, 'recipient')[0];
+  if (!number) throw invalidParams('recipient is required');
+  if (optBool(p, 'hide') && optBool(p, 'forget')) throw invalidParams('hide and forget exclude each other');
+  const { store, records, me } = ctx;
+  const keepDetails = optBool(p, 'hide');
+  await store.write(() =>
+    records.transaction(() => {
+      store.removeContact(me.number, number);
+      if (!keepDetails && records.contact(me.number, number)) {
+        const none = { givenName: null, familyName: null, nickGivenName: null, nickFamilyName: null, note: null };
+        records.setContact(me.number, number, { ...none, expiration: null, request: null });
+      }
+    }),
+  );
+  return {};
+}
+
 export const contactMethods: LocalMethods = {
+  removeContact,
   getUserStatus,
   listContacts,
   updateContact,

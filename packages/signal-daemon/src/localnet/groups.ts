@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { DataMessage, GroupInfo, RecipientAddress } from '@vigil/shared-types';
 import { invalidParams, userError } from '../errors.js';
 import { numbers, optBool, optInt, optString, type Params, reqString, strings } from '../params.js';
+import { stagedAttachments } from './messages.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 import type { GroupSettings } from './records.js';
 import type { GroupRow } from './store.js';
@@ -69,6 +70,7 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
   const admins = numbers(p, 'admin');
   const removeAdmins = numbers(p, 'removeAdmin');
   const expiration = optInt(p, 'expiration');
+  const avatarSpec = optString(p, 'avatar');
   if (expiration !== undefined && expiration < 0) throw invalidParams('expiration must be 0 or more seconds');
   const link = linkState(p);
   const resetLink = optBool(p, 'resetLink');
@@ -96,9 +98,9 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
       perms.editDetails && 'setPermissionEditDetails',
       perms.sendMessages && 'setPermissionSendMessages',
       add.length > 0 && old.addMember === 'ONLY_ADMINS' && 'member',
-      (name !== undefined || description !== undefined || expiration !== undefined) &&
+      (name !== undefined || description !== undefined || expiration !== undefined || avatarSpec !== undefined) &&
         old.editDetails === 'ONLY_ADMINS' &&
-        'name, description or expiration',
+        'name, description, avatar or expiration',
     ].filter(Boolean);
     if (!admin && needsAdmin.length > 0) throw userError(`Only group admins may change ${needsAdmin.join(', ')}`);
   }
@@ -114,10 +116,13 @@ async function updateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: str
     sendMessages: perms.sendMessages ?? old.sendMessages,
     expiration: expiration ?? old.expiration,
   };
+  // The avatar is read (a path passes the attachment checks) before anything is written.
+  const avatar = avatarSpec === undefined ? undefined : (await stagedAttachments(ctx, [avatarSpec])).staged[0]!.data;
   const timestamp = ctx.nextTimestamp();
   const id = groupId ?? randomBytes(32).toString('base64');
   await store.write(() =>
     records.transaction(() => {
+      if (avatar) ctx.extras.setGroupAvatar(id, avatar);
       if (!before) store.createGroup(id, name ?? '', description ?? null, me.number, add);
       else {
         store.changeGroup(id, {
@@ -218,4 +223,32 @@ function listGroups(ctx: LocalContext, p: Params): GroupInfo[] {
     });
 }
 
-export const groupMethods: LocalMethods = { updateGroup, joinGroup, quitGroup, listGroups };
+/**
+ * Ends a group for every member (signal-cli 0.14.8's terminateGroup; admins only): the members
+ * get a group update, then none is a member any more, so no one can send to it again.
+ */
+async function terminateGroup(ctx: LocalContext, p: Params): Promise<{ groupId: string; timestamp: number }> {
+  const groupId = reqString(p, 'groupId');
+  const group = memberGroup(ctx, groupId);
+  const members = ctx.store.members(groupId);
+  if (!members.some((m) => m.number === ctx.me.number && m.admin)) {
+    throw userError(`Only group admins may terminate group ${groupId}`);
+  }
+  const timestamp = ctx.nextTimestamp();
+  const others = members.filter((m) => m.number !== ctx.me.number).map((m) => m.number);
+  const info = { groupId, groupName: group.name, revision: group.revision + 1, type: 'UPDATE' };
+  const dataMessage: DataMessage = { timestamp, message: null, expiresInSeconds: 0, viewOnce: false, groupInfo: info };
+  const all = members.map((m) => m.number);
+  const change = { name: group.name, description: group.description, add: [], admins: [], removeAdmins: [] };
+  let ended = false;
+  const end = () => {
+    ctx.store.changeGroup(groupId, { ...change, remove: all });
+    ended = true;
+  };
+  await ctx.post(others, ctx.envelope(timestamp, { dataMessage }), { alsoInTransaction: end });
+  // Nobody to tell (or nobody reachable): the group ends all the same.
+  if (!ended) await ctx.store.write(end);
+  return { groupId, timestamp };
+}
+
+export const groupMethods: LocalMethods = { updateGroup, joinGroup, quitGroup, listGroups, terminateGroup };

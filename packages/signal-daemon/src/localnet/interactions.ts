@@ -1,30 +1,55 @@
 /**
  * What is said about earlier messages and conversations: sendReaction (and its removal),
- * remoteDelete, sendMessageRequestResponse. A reaction must point at a message this account took
- * part in, a remote delete at one it sent; else -1, and nothing is sent.
+ * remoteDelete, sendMessageRequestResponse; and the helpers that polls.ts and pins.ts share. A
+ * reaction is sent whether or not this account has seen its target, as signal-cli sends it (the
+ * recipient's client decides); a remote delete must point at a message this account sent, else
+ * -1, and nothing is sent.
  */
 import type { SendResult, SendResultEntry } from '@vigil/shared-types';
 import { invalidParams, userError } from '../errors.js';
 import { numbers, optBool, optString, type Params, strings, timestamps } from '../params.js';
 import { quitGroupOf } from './groups.js';
-import { dataMessage, finishSend, sendableGroups } from './messages.js';
+import { dataMessage, finishSend, sendableGroups, sentMessage } from './messages.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 
-function targets(ctx: LocalContext, p: Params) {
-  const recipients = numbers(p, 'recipient');
+/** Whom a message goes to: recipients, groups (checked: a member, allowed to send), and this account with noteToSelf. */
+export function targets(ctx: LocalContext, p: Params, selfAllowed = false) {
+  const given = numbers(p, 'recipient');
+  const toSelf = selfAllowed && (optBool(p, 'noteToSelf') || given.includes(ctx.me.number));
+  const recipients = selfAllowed ? given.filter((n) => n !== ctx.me.number) : given;
   const groups = sendableGroups(ctx, strings(p, 'groupId'));
-  if (recipients.length === 0 && groups.length === 0) throw invalidParams('recipient or groupId is required');
-  return { recipients, groups };
+  if (recipients.length === 0 && groups.length === 0 && !toSelf) {
+    throw invalidParams(
+      selfAllowed ? 'recipient, groupId or noteToSelf is required' : 'recipient or groupId is required',
+    );
+  }
+  return { recipients, groups, toSelf };
 }
 
-function reqTimestamp(p: Params, name: string): number {
+/** A required number parameter (e.g. targetAuthor), in E.164 form. */
+export function reqNumber(p: Params, name: string): string {
+  const n = numbers(p, name)[0];
+  if (!n) throw invalidParams(`${name} is required`);
+  return n;
+}
+
+export function reqTimestamp(p: Params, name: string): number {
   const t = timestamps(p, name);
   if (t.length !== 1) throw invalidParams(`${name} is required (one message timestamp)`);
   return t[0]!;
 }
 
-/** Posts one data message to the recipients and groups; send-shaped result. */
-async function postToAll(
+/** An account as the target fields of a reaction, pin or admin delete name it. */
+export function targetAuthor(ctx: LocalContext, number: string) {
+  return {
+    targetAuthor: number,
+    targetAuthorNumber: number,
+    targetAuthorUuid: ctx.store.account(number)?.uuid ?? null,
+  };
+}
+
+/** Posts one data message to the recipients, groups and (as a sync message) this account; send-shaped result. */
+export async function postToAll(
   ctx: LocalContext,
   to: ReturnType<typeof targets>,
   fields: Omit<Parameters<typeof dataMessage>[0], 'timestamp' | 'groupInfo'>,
@@ -40,6 +65,10 @@ async function postToAll(
     const dm = dataMessage({ timestamp, ...fields, expiresInSeconds: g.expiration, groupInfo: g.info });
     results.push(...(await ctx.post(g.others, ctx.envelope(timestamp, { dataMessage: dm }))));
   }
+  if (to.toSelf) {
+    const syncMessage = sentMessage(ctx, ctx.me.number, dataMessage({ timestamp, ...fields }));
+    results.push(...(await ctx.post([ctx.me.number], ctx.envelope(timestamp, { syncMessage }))));
+  }
   return finishSend(timestamp, results, what);
 }
 
@@ -47,20 +76,10 @@ async function sendReaction(ctx: LocalContext, p: Params): Promise<SendResult> {
   const to = targets(ctx, p);
   const emoji = optString(p, 'emoji');
   if (!emoji) throw invalidParams('emoji is required');
-  const author = numbers(p, 'targetAuthor')[0];
-  if (!author) throw invalidParams('targetAuthor is required');
+  const author = reqNumber(p, 'targetAuthor');
   const targetSentTimestamp = reqTimestamp(p, 'targetTimestamp');
-  if (!ctx.records.wasSentTo(author, targetSentTimestamp, ctx.me.number)) {
-    throw userError(`Message to react to not found: none from ${author} at ${targetSentTimestamp}`);
-  }
-  const reaction = {
-    emoji,
-    targetAuthor: author,
-    targetAuthorNumber: author,
-    targetAuthorUuid: ctx.store.account(author)?.uuid ?? null,
-    targetSentTimestamp,
-    isRemove: optBool(p, 'remove'),
-  };
+  // Sent whether or not this account has seen the target: the recipient's client decides.
+  const reaction = { emoji, ...targetAuthor(ctx, author), targetSentTimestamp, isRemove: optBool(p, 'remove') };
   return postToAll(ctx, to, { reaction }, 'reaction');
 }
 

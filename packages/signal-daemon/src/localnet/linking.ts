@@ -60,11 +60,15 @@ function addDevice(ctx: LocalContext, p: Params): Record<string, never> {
   return {};
 }
 
+/** This device's name: set with updateAccount or updateDevice, else the name the account registered with. */
+export const ownDeviceName = (ctx: LocalContext) =>
+  ctx.extras.setting(ctx.me.number, 'deviceName') ?? ctx.me.profileName;
+
 function listDevices(ctx: LocalContext): unknown[] {
   return [
-    { id: 1, name: ctx.me.profileName, createdTimestamp: 0, lastSeenTimestamp: Date.now() },
-    ...ctx.store.devices(ctx.me.number).map((d, i) => ({
-      id: i + 2,
+    { id: 1, name: ownDeviceName(ctx), createdTimestamp: 0, lastSeenTimestamp: Date.now() },
+    ...ctx.store.devices(ctx.me.number).map((d) => ({
+      id: d.id,
       name: d.deviceName ?? d.requester,
       createdTimestamp: d.acceptedAt,
       lastSeenTimestamp: d.acceptedAt,

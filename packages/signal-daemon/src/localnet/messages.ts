@@ -20,6 +20,7 @@ import { mentions, previews, quote, textStyles } from './content.js';
 import { memberGroup } from './groups.js';
 import type { EnvelopeBody, LocalContext, LocalMethods } from './methods.js';
 import { contentTypeOf } from './sniff.js';
+import { stickerRef } from './stickers.js';
 import type { AttachmentRow } from './store.js';
 
 /** A send that reached nobody it was meant for fails as signal-cli's does (-1, or -4 for an untrusted identity). */
@@ -54,20 +55,25 @@ export function sendableGroups(ctx: LocalContext, groupIds: readonly string[]) {
 }
 
 /** A data message with only the keys that have a value, in signal-cli's order. */
-export function dataMessage(fields: {
-  timestamp: number;
-  message?: string | null;
-  expiresInSeconds?: number;
-  viewOnce?: boolean;
-  reaction?: Reaction;
-  quote?: Quote;
-  mentions?: readonly Mention[];
-  previews?: readonly Preview[];
-  attachments?: readonly unknown[];
-  remoteDelete?: { timestamp: number };
-  textStyles?: readonly TextStyle[];
-  groupInfo?: DataMessage['groupInfo'];
-}): DataMessage {
+export function dataMessage(
+  fields: {
+    timestamp: number;
+    message?: string | null;
+    expiresInSeconds?: number;
+    viewOnce?: boolean;
+    reaction?: Reaction;
+    quote?: Quote;
+    mentions?: readonly Mention[];
+    previews?: readonly Preview[];
+    attachments?: readonly unknown[];
+    remoteDelete?: { timestamp: number };
+    textStyles?: readonly TextStyle[];
+    groupInfo?: DataMessage['groupInfo'];
+  } & Pick<
+    DataMessage,
+    'sticker' | 'payment' | 'pollCreate' | 'pollVote' | 'pollTerminate' | 'pinMessage' | 'unpinMessage' | 'adminDelete'
+  >,
+): DataMessage {
   const out: Record<string, unknown> = {
     timestamp: fields.timestamp,
     message: fields.message ?? null,
@@ -77,12 +83,20 @@ export function dataMessage(fields: {
   for (const key of [
     'reaction',
     'quote',
+    'payment',
     'mentions',
     'previews',
     'attachments',
+    'sticker',
     'remoteDelete',
+    'pollCreate',
+    'pollVote',
+    'pollTerminate',
     'textStyles',
     'groupInfo',
+    'pinMessage',
+    'unpinMessage',
+    'adminDelete',
   ] as const) {
     const v = fields[key];
     if (v !== undefined && !(Array.isArray(v) && v.length === 0)) out[key] = v;
@@ -119,6 +133,7 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
     mentions: mentions(ctx, 'mention', strings(p, 'mention'), message),
     quote: quote(ctx, p),
     previews: previews(p),
+    sticker: stickerRef(ctx, optString(p, 'sticker')),
   };
   const editTimestamp = timestamps(p, 'editTimestamp')[0];
   if (editTimestamp !== undefined && ctx.records.sentBy(me.number, editTimestamp).length === 0) {
@@ -128,7 +143,9 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   // Attachments are all read and checked first, then staged, and stored with the message: a
   // refused attachment or a send that fails stores none.
   const { result: attachments, staged } = await stagedAttachments(ctx, strings(p, 'attachment'));
-  if (message === null && attachments.length === 0) throw invalidParams('message or attachments required');
+  if (message === null && attachments.length === 0 && !fields.sticker) {
+    throw invalidParams('message, attachments or sticker required');
+  }
   let stored = false;
   const alsoInTransaction = () => {
     if (!stored) ctx.store.storeAttachments(staged);

@@ -7,13 +7,14 @@
 import type { Envelope, SendResultEntry } from '@vigil/shared-types';
 import type { AttachmentPolicy } from '../attachments.js';
 import type { Params } from '../params.js';
+import type { Extras } from './extras.js';
 import type { Records } from './records.js';
 import type { AccountRow, NetworkStore } from './store.js';
 
 /** What an envelope from this account may carry besides its head. */
 export type EnvelopeBody = Pick<
   Envelope,
-  'dataMessage' | 'receiptMessage' | 'typingMessage' | 'editMessage' | 'syncMessage'
+  'dataMessage' | 'receiptMessage' | 'typingMessage' | 'editMessage' | 'syncMessage' | 'storyMessage'
 >;
 
 export interface PostOptions {
@@ -28,6 +29,8 @@ export interface LocalContext {
   readonly store: NetworkStore;
   /** Profiles, contact details, identities, sent messages, group settings (records.ts). */
   readonly records: Records;
+  /** Sticker packs, group avatars, account settings (extras.ts). */
+  readonly extras: Extras;
   /** This daemon's data directory (received attachments live in `attachments/`). */
   readonly dataDir: string;
   /** This account's public identity key. */

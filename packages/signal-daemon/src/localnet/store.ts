@@ -15,6 +15,15 @@ import { LockedWriter } from './writes.js';
 
 export type { AccountRow, AttachmentRow, GroupMember, GroupRow, LinkRow };
 
+/** A device linked to an account: its id (1 is the primary), the link's uuid and the name it gave. */
+export interface LinkedDevice {
+  readonly id: number;
+  readonly uuid: string;
+  readonly requester: string;
+  readonly deviceName: string | null;
+  readonly acceptedAt: number;
+}
+
 /**
  * The local network: one SQLite file (WAL) shared by every daemon of the user. It holds the
  * registered accounts, the mailboxes of messages not yet picked up, groups, contacts and blocks,
@@ -91,7 +100,7 @@ export class NetworkStore {
         'UPDATE links SET primary_number = ?, accepted_at = ? WHERE uuid = ? AND accepted_at IS NULL',
       ),
       devices: db.prepare(
-        'SELECT uuid, requester, device_name AS deviceName, accepted_at AS acceptedAt FROM links ' +
+        'SELECT rowid + 1 AS id, uuid, requester, device_name AS deviceName, accepted_at AS acceptedAt FROM links ' +
           'WHERE primary_number = ? ORDER BY accepted_at',
       ),
       insertAttachment: db.prepare(
@@ -262,13 +271,22 @@ export class NetworkStore {
     return this.s.acceptLink.run(primary, Date.now(), uuid).changes === 1;
   }
 
-  devices(primary: string): { uuid: string; requester: string; deviceName: string | null; acceptedAt: number }[] {
-    return this.s.devices.all(primary) as {
-      uuid: string;
-      requester: string;
-      deviceName: string | null;
-      acceptedAt: number;
-    }[];
+  /** The devices linked to `primary`; a device's id (its link's row id + 1, the primary being 1) never changes. */
+  devices(primary: string): LinkedDevice[] {
+    return this.s.devices.all(primary) as LinkedDevice[];
+  }
+
+  /** Forgets a linked device (removeDevice); true when there was one. */
+  removeDevice(primary: string, id: number): boolean {
+    return (
+      this.db.prepare('DELETE FROM links WHERE rowid = ? AND primary_number = ?').run(id - 1, primary).changes === 1
+    );
+  }
+
+  /** Renames a linked device (updateDevice); true when there is one. */
+  renameDevice(primary: string, id: number, name: string): boolean {
+    const sql = 'UPDATE links SET device_name = ? WHERE rowid = ? AND primary_number = ?';
+    return this.db.prepare(sql).run(name, id - 1, primary).changes === 1;
   }
 
   private staged: AttachmentRow[] | null = null;

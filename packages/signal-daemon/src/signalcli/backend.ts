@@ -48,6 +48,8 @@ export class SignalCliBackend implements Backend {
   readonly kind = 'signal-cli' as const;
   private child: ChildProcessWithoutNullStreams | null = null;
   private current: BackendState = 'starting';
+  /** The version signal-cli reported when it started serving. */
+  private reportedVersion: string | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closing = false;
@@ -65,6 +67,10 @@ export class SignalCliBackend implements Backend {
   constructor(private readonly o: SignalCliOptions) {
     this.backoffMs = o.restartInitialMs;
     this.startChild();
+  }
+
+  signalCliInterface(): string | null {
+    return this.reportedVersion;
   }
 
   state(): BackendState {
@@ -189,6 +195,8 @@ export class SignalCliBackend implements Backend {
         if (this.child !== child || this.current === 'serving') return;
         this.current = 'serving';
         this.lastProblem = '';
+        const version = (result as { version?: unknown })?.version;
+        this.reportedVersion = typeof version === 'string' ? version : null;
         this.o.logger.info('signal-cli serving', {
           pid: child.pid,
           version: (result as { version?: string })?.version,

@@ -3,7 +3,9 @@ import {
   DAEMON_PATHS,
   type DaemonStatus,
   decodeLine,
+  failure,
   hostAllowed,
+  judgeOrigin,
   type Logger,
   parseMessage,
   RpcErrorCode,
@@ -21,6 +23,8 @@ const PULL = 256;
 
 export interface HttpOptions {
   readonly bindHost: string;
+  /** Web origins (canonical) whose pages may call the RPC and events paths; empty: none. */
+  readonly allowOrigins: ReadonlySet<string>;
   readonly maxRequestBytes: number;
   readonly maxStreams: number;
   readonly keepaliveMs?: number;
@@ -39,19 +43,60 @@ const JSON_TYPE = 'application/json';
  * HTTP: JSON-RPC on POST /api/v1/rpc, Server-Sent Events on GET /api/v1/events, health on
  * GET /api/v1/check; 404 for every other path. Status codes as signal-cli's daemon: 200 for every
  * JSON-RPC reply (errors included), 201 with no body when no reply is due, 405, 415; and 413 for
- * a body over the limit, 421 for a Host that is neither the bind address nor a loopback name.
+ * a body over the limit, 421 for a Host that is neither the bind address nor a loopback name,
+ * 403 for a web page of an origin the operator did not allow (--allow-origin) on the RPC and
+ * events paths. Parsing is total (a bad path, query or header is a 4xx); a bug in one request is
+ * logged and answered 500 (-32603 in a JSON-RPC exchange), and the daemon goes on.
  */
 export class HttpTransport {
   readonly server: Server;
   readonly streams = new Set<SseStream>();
 
   constructor(private readonly o: HttpOptions) {
-    this.server = createServer((req, res) => this.route(req, res));
+    this.server = createServer((req, res) => this.guarded(req, res, () => this.route(req, res)));
     this.server.keepAliveTimeout = 5000;
     this.server.on('clientError', (_err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       else socket.destroy();
     });
+  }
+
+  /** The last resort: what one request throws is logged and answered 500, and never ends the process. */
+  private guarded(req: IncomingMessage, res: ServerResponse, run: () => void): void {
+    try {
+      run();
+    } catch (err) {
+      this.o.logger.error('request failed', { method: req.method, error: String(err) });
+      internalError(res, req.url?.split('?')[0] === DAEMON_PATHS.rpc);
+      req.resume();
+    }
+  }
+
+  /**
+   * Browsers cannot read the daemon: a request from a web page (it has `Origin`) of an origin not
+   * allowed gets 403 and no CORS headers, its preflight too. An allowed origin gets the CORS
+   * headers, and its preflight (OPTIONS) a 204. True when the request goes on.
+   */
+  private originAllowed(req: IncomingMessage, res: ServerResponse): boolean {
+    const rule = judgeOrigin(req.headers.origin, this.o.allowOrigins);
+    if (rule.kind === 'none') return true;
+    if (rule.kind === 'refused') {
+      plain(res, 403, 'Forbidden: requests from this web origin are not allowed (see --allow-origin)');
+      req.resume();
+      return false;
+    }
+    res.setHeader('access-control-allow-origin', rule.origin);
+    res.setHeader('vary', 'Origin');
+    if (req.method !== 'OPTIONS') return true;
+    res.writeHead(204, {
+      'access-control-allow-methods': 'GET, POST, OPTIONS',
+      'access-control-allow-headers': req.headers['access-control-request-headers'] ?? 'content-type, last-event-id',
+      'access-control-max-age': '600',
+      'content-length': '0',
+    });
+    res.end();
+    req.resume();
+    return false;
   }
 
   private route(req: IncomingMessage, res: ServerResponse): void {
@@ -62,6 +107,7 @@ export class HttpTransport {
     }
     const q = req.url?.indexOf('?') ?? -1;
     const path = q >= 0 ? req.url!.slice(0, q) : (req.url ?? '/');
+    if ((path === DAEMON_PATHS.rpc || path === DAEMON_PATHS.events) && !this.originAllowed(req, res)) return;
     if (path === DAEMON_PATHS.rpc) {
       if (req.method === 'POST') this.rpc(req, res);
       else methodNotAllowed(req, res, 'POST');
@@ -111,37 +157,41 @@ export class HttpTransport {
       }
       chunks.push(chunk);
     });
-    req.on('end', () => {
-      if (over) return;
-      const text = decodeLine(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-      const message =
-        text === null
-          ? ({
-              kind: 'error',
-              error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
-            } as const)
-          : parseMessage(text);
-      const respond = (reply: Reply) => {
-        if (reply === undefined) {
-          res.writeHead(201, { 'content-length': 0 });
-          res.end();
-          return;
-        }
-        const body = JSON.stringify(reply);
-        res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
-        res.end(body);
-      };
-      const failed = (err: unknown) => {
-        this.o.logger.error('dispatch failed', { error: String(err) });
-        plain(res, 500, 'Internal Server Error');
-      };
-      // A method that answers at once is answered here, in the same turn (see Dispatcher).
-      settle(
-        () => this.o.dispatcher.dispatch(message, this.o.invoke),
-        (r) => respond(r as Reply),
-        failed,
-      );
-    });
+    req.on('end', () =>
+      this.guarded(req, res, () => {
+        if (over) return;
+        const text = decodeLine(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+        const message =
+          text === null
+            ? ({
+                kind: 'error',
+                error: rpcError(RpcErrorCode.PARSE_ERROR, 'Parse error: the body is not valid UTF-8'),
+              } as const)
+            : parseMessage(text);
+        // Guarded itself: a reply that comes later is written outside this turn's guard.
+        const respond = (reply: Reply) =>
+          this.guarded(req, res, () => {
+            if (reply === undefined) {
+              res.writeHead(201, { 'content-length': 0 });
+              res.end();
+              return;
+            }
+            const body = JSON.stringify(reply);
+            res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
+            res.end(body);
+          });
+        const failed = (err: unknown) => {
+          this.o.logger.error('dispatch failed', { error: String(err) });
+          internalError(res, true);
+        };
+        // A method that answers at once is answered here, in the same turn (see Dispatcher).
+        settle(
+          () => this.o.dispatcher.dispatch(message, this.o.invoke),
+          (r) => respond(r as Reply),
+          failed,
+        );
+      }),
+    );
     req.on('error', () => {});
   }
 
@@ -251,6 +301,21 @@ function plain(res: ServerResponse, code: number, text: string): void {
   if (res.headersSent) return;
   const body = `${text}\n`;
   res.writeHead(code, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** 500: a JSON-RPC -32603 (id null) in a JSON-RPC exchange, else plain text; a reply under way is cut. */
+function internalError(res: ServerResponse, rpc: boolean): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (!rpc) {
+    plain(res, 500, 'Internal Server Error');
+    return;
+  }
+  const body = JSON.stringify(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')));
+  res.writeHead(500, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
 

@@ -141,7 +141,17 @@ export class TcpConnection {
     this.close();
   }
 
+  /** The last resort: a bug in one line is logged and answered -32603; the connection and the daemon go on. */
   private handle(frame: Frame): void {
+    try {
+      this.handleLine(frame);
+    } catch (err) {
+      this.o.logger.error('request failed', { remote: this.socket.remoteAddress, error: String(err) });
+      this.write(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')));
+    }
+  }
+
+  private handleLine(frame: Frame): void {
     if (frame.kind === 'oversize') {
       this.write(requestTooLarge('line', frame.limit));
       return;
@@ -180,9 +190,17 @@ export class TcpConnection {
     this.endWhenIdle();
   }
 
+  /** Writes one reply line; one that cannot be written (a bug) is logged and answered -32603 instead. */
   private write(value: unknown): void {
     if (this.closed || this.socket.destroyed || !this.socket.writable) return;
-    this.socket.write(`${JSON.stringify(value)}\n`);
+    let line: string;
+    try {
+      line = `${JSON.stringify(value)}\n`;
+    } catch (err) {
+      this.o.logger.error('request failed', { remote: this.socket.remoteAddress, error: String(err) });
+      line = `${JSON.stringify(failure(null, rpcError(RpcErrorCode.INTERNAL_ERROR, 'Internal error')))}\n`;
+    }
+    this.socket.write(line);
   }
 
   /** Backpressure: read only while the peer reads and the calls under way are bounded. */

@@ -43,6 +43,7 @@ export const SERVICES: readonly ServiceDef[] = [
     fallback: true,
   },
   { id: 'guardian', label: 'org.vigil.guardian', unit: 'vigil-guardian.service' },
+  { id: 'status-page', label: 'org.vigil.status-page', unit: 'vigil-status-page.service' },
   {
     id: 'health-check',
     label: 'org.vigil.health-check',

@@ -1,0 +1,307 @@
+#!/usr/bin/env node
+// Benchmark of prompt-prefix reuse: agents' conversations interleaved on --parallel 2 slots.
+// Run `pnpm build` first, then `pnpm bench prefix` (or `pnpm bench inference`, which runs every
+// benchmark of this package), or:
+//
+//   node packages/inference-server/bench/prefix.bench.mjs [--turns N] [--threads N] [--quick] [--json]
+//
+// It writes the `small` model (~100 M parameters, f16) into a temporary directory and starts the
+// server on it as a child process (--parallel 2). For 2 and then 4 conversations it plays TURNS
+// turns round-robin (each turn adds a user message of ~170 tokens and the model's answer of 16
+// tokens, temperature 0), and measures the time to first token (TTFT, streaming) of the last two
+// turns of every conversation ("warm"), then the same final prompts with a different first
+// message ("cold": nothing of them is cached anywhere). The ratio cold / warm is what prefix reuse
+// gains; goals >= 5x with 2 conversations, >= 3x with 4 (more conversations than slots: the
+// saved-state cache). The 4-conversation run is repeated with --state-cache-mib 0 to show what
+// the cache adds. Generation tokens/s (one completion, 128 tokens) is measured on each server.
+//
+// The anchor: llama-server built from the llama.cpp source node-llama-cpp ships, whose path is
+// given in LLAMA_SERVER (nothing is built here; when absent the run says so). It gets the same
+// GGUF, threads (-t and -tb) and slots (--parallel 2, -c 2 x context) and the same conversations.
+//
+// Traffic goes only to 127.0.0.1; children and the temporary directory are removed at the end,
+// also on error; a watchdog bounds the run. Exit 0 when the run completed, 1 when it could not.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CLI = join(HERE, '..', 'bin', 'inference-server.js');
+const { makeModel, defaultThreads } = await import('../dist/index.js');
+
+const args = process.argv.slice(2);
+const flag = (name, def) => {
+  const i = args.indexOf(name);
+  return i >= 0 && args[i + 1] ? args[i + 1] : def;
+};
+const QUICK = args.includes('--quick');
+const JSON_OUT = args.includes('--json');
+const TURNS = Number(flag('--turns', QUICK ? '4' : '6'));
+const THREADS = Number(flag('--threads', String(defaultThreads())));
+const CONTEXT = 4096;
+const ANSWER_TOKENS = 16;
+const GEN_TOKENS = QUICK ? 48 : 128;
+const RUN_TIMEOUT_MS = 1_500_000;
+const LLAMA_SERVER = process.env.LLAMA_SERVER ?? '';
+
+const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
+const now = () => Number(process.hrtime.bigint()) / 1e6;
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+let tmp = null;
+const children = [];
+let cleaned = false;
+function cleanup() {
+  if (cleaned) return;
+  cleaned = true;
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+}
+process.on('exit', cleanup);
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    cleanup();
+    process.exit(1);
+  });
+}
+setTimeout(() => {
+  log(`the run took more than ${RUN_TIMEOUT_MS / 1000} s: stopping`);
+  cleanup();
+  process.exit(1);
+}, RUN_TIMEOUT_MS).unref();
+
+const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+
+/** A streaming completion: time to the first content, the text, and the usage when given. */
+function stream(port, body) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
+    const t0 = now();
+    let first = null;
+    let buf = '';
+    let text = '';
+    let usage = null;
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          reject(new Error(`HTTP ${res.statusCode}`));
+          return;
+        }
+        res.on('data', (c) => {
+          buf += c.toString('utf8');
+          let i = buf.indexOf('\n\n');
+          while (i >= 0) {
+            const line = buf.slice(0, i).trim();
+            buf = buf.slice(i + 2);
+            i = buf.indexOf('\n\n');
+            if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+            const ev = JSON.parse(line.slice(6));
+            const piece = ev.choices?.[0]?.delta?.content;
+            if (piece) {
+              if (first === null) first = now() - t0;
+              text += piece;
+            }
+            if (ev.usage) usage = ev.usage;
+          }
+        });
+        res.on('end', () => resolve({ ttft: first ?? now() - t0, ms: now() - t0, text, usage }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+const WORDS =
+  'the of and to in is you that it he was for on are as with his they at be this have from or one had by word but not what all were we when your can said there use an each which she do how their if will up other about out many then them these so some her would make like him into time has look two more write go see number no way could people my than first water been call who oil its now find long down day did get come made may part river stone cloud green blue red house tree open close start stop good new old great little'.split(
+    ' ',
+  );
+/** A user message of about 170 tokens, different for each (conversation, turn). */
+function userTurn(c, t) {
+  const out = [];
+  let x = (c + 1) * 7919 + (t + 1) * 104729;
+  for (let i = 0; i < 120; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out.push(WORDS[x % WORDS.length]);
+  }
+  return out.join(' ');
+}
+
+const body = (messages, maxTokens = ANSWER_TOKENS) => ({
+  model: 'bench',
+  messages,
+  max_tokens: maxTokens,
+  temperature: 0,
+});
+
+/** Plays `convs` conversations round-robin; TTFT of the last two turns of each, and their prompts. */
+async function conversations(port, convs, firstMessage) {
+  const history = Array.from({ length: convs }, (_, c) => [{ role: 'system', content: firstMessage(c) }]);
+  const warm = [];
+  const finals = [];
+  const cached = [];
+  let promptTokens = 0;
+  for (let t = 0; t < TURNS; t++) {
+    for (let c = 0; c < convs; c++) {
+      history[c].push({ role: 'user', content: userTurn(c, t) });
+      const r = await stream(port, body(history[c]));
+      if (t >= TURNS - 2) {
+        warm.push(r.ttft);
+        finals.push(history[c].slice());
+        if (r.usage?.prompt_tokens_details)
+          cached.push(r.usage.prompt_tokens_details.cached_tokens / r.usage.prompt_tokens);
+      }
+      if (r.usage) promptTokens = Math.max(promptTokens, r.usage.prompt_tokens);
+      history[c].push({ role: 'assistant', content: r.text });
+    }
+  }
+  return { warm, finals, cached, promptTokens };
+}
+
+/** The same final prompts with a different first message: nothing of them is cached. */
+async function coldRuns(port, finals) {
+  const out = [];
+  let k = 0;
+  for (const f of finals) {
+    const m = [{ role: 'system', content: `Cold run ${++k}: ${userTurn(900 + k, 0).slice(0, 60)}` }, ...f.slice(1)];
+    out.push((await stream(port, body(m))).ttft);
+  }
+  return out;
+}
+
+async function generationTps(port) {
+  const r = await stream(port, body([{ role: 'user', content: 'Tell me about the river and the stone.' }], GEN_TOKENS));
+  const tokens = r.usage?.completion_tokens ?? GEN_TOKENS;
+  return ((tokens - 1) / (r.ms - r.ttft)) * 1000;
+}
+
+async function waitReady(port, child, name) {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode})`);
+    const ok = await new Promise((resolve) => {
+      const req = request({ host: '127.0.0.1', port, path: '/health', agent }, (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      });
+      req.on('error', () => resolve(false));
+      req.end();
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`${name} not ready after 120 s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+let nextPort = 20000 + Math.floor(Math.random() * 20000);
+async function startServer(kind, model, extra = []) {
+  const port = nextPort++;
+  const argv =
+    kind === 'vigil'
+      ? [CLI, 'serve', '--model', model, '--model-id', 'bench', '--http', `127.0.0.1:${port}`, '--parallel', '2']
+          .concat(['--threads', String(THREADS), '--batch-threads', String(THREADS), '--context-size', String(CONTEXT)])
+          .concat(extra)
+      : ['-m', model, '--host', '127.0.0.1', '--port', String(port), '--parallel', '2', '-c', String(2 * CONTEXT)]
+          .concat(['-t', String(THREADS), '-tb', String(THREADS), '--alias', 'bench', '--log-disable'])
+          .concat(extra);
+  const child = spawn(kind === 'vigil' ? process.execPath : LLAMA_SERVER, argv, { stdio: 'ignore' });
+  children.push(child);
+  await waitReady(port, child, kind);
+  return { port, child };
+}
+
+async function scenario(kind, model, convs, extra = []) {
+  const s = await startServer(kind, model, extra);
+  try {
+    const tps = await generationTps(s.port);
+    const first = (c) => `You are agent ${c + 1}. ${userTurn(500 + c, 0).slice(0, 80)}`;
+    const run = await conversations(s.port, convs, first);
+    const cold = await coldRuns(s.port, run.finals);
+    const w = median(run.warm);
+    const k = median(cold);
+    return {
+      kind,
+      convs,
+      extra: extra.join(' '),
+      warmMs: w,
+      coldMs: k,
+      ratio: k / w,
+      promptTokens: run.promptTokens,
+      cachedShare: run.cached.length > 0 ? median(run.cached) : null,
+      tps,
+    };
+  } finally {
+    s.child.kill('SIGKILL');
+  }
+}
+
+async function main() {
+  tmp = mkdtempSync(join(tmpdir(), 'vigil-prefix-bench-'));
+  const model = join(tmp, 'small.gguf');
+  await makeModel({ out: model, preset: 'small', type: 'f16' });
+  log(`small model written; ${TURNS} turns, threads ${THREADS}, --parallel 2`);
+  const anchor = LLAMA_SERVER !== '' && existsSync(LLAMA_SERVER);
+  if (!anchor) log('LLAMA_SERVER is not set (or not a file): no llama-server anchor in this run');
+  const rows = [];
+  const plan = [
+    ['vigil', 2, []],
+    ['vigil', 4, []],
+    ['vigil', 4, ['--state-cache-mib', '0']],
+  ];
+  if (anchor) plan.push(['llama-server', 2, []], ['llama-server', 4, []]);
+  for (const [kind, convs, extra] of plan) {
+    log(`${kind}, ${convs} conversations ${extra.join(' ')}`);
+    rows.push(await scenario(kind, model, convs, extra));
+  }
+  const goal = (r) => (r.kind !== 'vigil' || r.extra !== '' ? null : r.convs === 2 ? 5 : 3);
+  const lines = [
+    '| server | conversations | prompt at the end | warm TTFT (median) | cold TTFT (median) | cold / warm | goal | cached share (warm) | generation tok/s |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of rows) {
+    const g = goal(r);
+    lines.push(
+      `| ${r.kind}${r.extra ? ` (${r.extra})` : ''} | ${r.convs} | ${r.promptTokens} tokens | ${r.warmMs.toFixed(0)} ms | ${r.coldMs.toFixed(0)} ms | ${r.ratio.toFixed(2)}x | ${g ? `>= ${g}x ${r.ratio >= g ? 'met' : 'MISSED'}` : ''} | ${r.cachedShare === null ? '' : `${(r.cachedShare * 100).toFixed(0)}%`} | ${r.tps.toFixed(1)} |`,
+    );
+  }
+  if (anchor) {
+    lines.push('', '| vigil / llama-server | 2 conversations | 4 conversations | goal |', '|---|---|---|---|');
+    const v = (c) => rows.find((r) => r.kind === 'vigil' && r.convs === c && r.extra === '');
+    const l = (c) => rows.find((r) => r.kind === 'llama-server' && r.convs === c);
+    const pair = (f) => [2, 4].map((c) => `${f(v(c), l(c)).toFixed(2)}x`).join(' | ');
+    lines.push(`| warm TTFT | ${pair((a, b) => a.warmMs / b.warmMs)} | <= 1.0x |`);
+    lines.push(`| cold TTFT | ${pair((a, b) => a.coldMs / b.coldMs)} | <= 1.1x |`);
+    lines.push(`| generation tok/s | ${pair((a, b) => a.tps / b.tps)} | >= 0.95x |`);
+  }
+  console.log(lines.join('\n'));
+  if (JSON_OUT) console.log(JSON.stringify({ turns: TURNS, threads: THREADS, rows }, null, 2));
+}
+
+main().then(
+  () => {
+    cleanup();
+    process.exit(0);
+  },
+  (err) => {
+    log(`failed: ${err.stack ?? err}`);
+    cleanup();
+    process.exit(1);
+  },
+);
