@@ -259,6 +259,46 @@ async function generateChoices(
   return choices;
 }
 
+/** The access-log fields of a completed request (`request completed`, which the guardian reads). */
+function completedFields(body: CompletionRequest, choices: readonly GeneratedChoice[], counts: Counts) {
+  return {
+    model: body.model,
+    stream: body.stream,
+    finish_reason: [...new Set(choices.map((c) => c.finishReason))].join(','),
+    prompt_tokens: counts.prompt,
+    cached_tokens: counts.cached,
+    completion_tokens: counts.completion,
+    tokens: counts.prompt + counts.completion,
+  };
+}
+
+/**
+ * What a request needs before it generates: its constraints (a grammar is built in the worker,
+ * raced against the request's end: it does not hold the request past its deadline, its client or
+ * the shutdown), its prompt tokens (computed once), and a slot: the one whose sequence shares the
+ * longest prefix with them. The slot is the caller's to release.
+ */
+async function prepare(
+  ctx: ServerContext,
+  eng: Engine,
+  body: CompletionRequest,
+  end: RequestAbort,
+): Promise<{ constraints: Constraints; tokensOf: (choice: number) => Token[]; held: number }> {
+  const { scheduler } = ctx;
+  const building = constraintsFor(eng, body);
+  building.catch(() => {});
+  const constraints = await Promise.race([building, end.aborted]);
+  const tokensOf = promptTokensOf(eng, body, constraints);
+  const first = tokensOf(0);
+  const held = await scheduler.acquire(end.signal, (slot) => eng.cachedPrefix(slot, first), first.length);
+  if (end.signal.aborted) {
+    scheduler.release(held);
+    throw end.signal.reason;
+  }
+  end.signal.addEventListener('abort', () => scheduler.noteAborted(held), { once: true });
+  return { constraints, tokensOf, held };
+}
+
 /** Serves one generating request of `protocol`; never rejects. */
 export async function serveGeneration<R extends CompletionRequest>(
   ctx: ServerContext,
@@ -296,19 +336,7 @@ export async function serveGeneration<R extends CompletionRequest>(
   // while gets an SSE comment, so that proxies and clients do not give up on it.
   let keepAlive: NodeJS.Timeout | undefined;
   try {
-    // A grammar being built does not hold the request past its deadline, the client or the shutdown.
-    const building = constraintsFor(eng, body);
-    building.catch(() => {});
-    const constraints = await Promise.race([building, end.aborted]);
-    // The prompt's tokens choose the slot (the longest shared prefix) and are evaluated there.
-    const tokensOf = promptTokensOf(eng, body, constraints);
-    const first = tokensOf(0);
-    const held = await scheduler.acquire(end.signal, (slot) => eng.cachedPrefix(slot, first), first.length);
-    if (end.signal.aborted) {
-      scheduler.release(held);
-      throw end.signal.reason;
-    }
-    end.signal.addEventListener('abort', () => scheduler.noteAborted(held), { once: true });
+    const { constraints, tokensOf, held } = await prepare(ctx, eng, body, end);
     if (body.stream) {
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
@@ -352,23 +380,7 @@ export async function serveGeneration<R extends CompletionRequest>(
     });
     if (streaming) res.end();
     else sendJson(res, 200, answer);
-    const finish = [...new Set(choices.map((c) => c.finishReason))].join(',');
-    ctx.access(
-      req,
-      listener,
-      startedNs,
-      200,
-      {
-        model: body.model,
-        stream: body.stream,
-        finish_reason: finish,
-        prompt_tokens: counts.prompt,
-        cached_tokens: counts.cached,
-        completion_tokens: counts.completion,
-        tokens: counts.prompt + counts.completion,
-      },
-      PRIMARY_SUCCESS_MARKER,
-    );
+    ctx.access(req, listener, startedNs, 200, completedFields(body, choices, counts), PRIMARY_SUCCESS_MARKER);
   } catch (err) {
     const e = protocol.error(err);
     if (e.status >= 500 && e.code !== 'shutting_down') {
