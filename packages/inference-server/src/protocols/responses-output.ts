@@ -84,6 +84,88 @@ interface CallItem {
   arguments: string;
 }
 
+/** The assistant's turn as the stored conversation keeps it (previous_response_id). */
+function assistantMessage(text: string, calls: readonly CallItem[]): CompletionMessage {
+  return {
+    role: 'assistant',
+    content: text,
+    ...(calls.length > 0
+      ? { toolCalls: calls.map((k) => ({ id: k.callId, name: k.name, arguments: k.arguments })) }
+      : {}),
+  };
+}
+
+/** The message item of a response. */
+const messageItem = (id: string, t: string, status: string) => ({
+  id,
+  type: 'message',
+  status,
+  role: 'assistant',
+  content: [{ type: 'output_text', text: t, annotations: [], logprobs: [] }],
+});
+
+/** A function_call item, with the namespace its flat name stands for. */
+function callItem(body: ResponsesRequest, c: CallItem, status: string) {
+  const tool = body.toolNames.get(c.name) ?? { name: c.name, namespace: null };
+  return {
+    id: c.id,
+    type: 'function_call',
+    status,
+    call_id: c.callId,
+    name: tool.name,
+    ...(tool.namespace !== null ? { namespace: tool.namespace } : {}),
+    arguments: c.arguments,
+  };
+}
+
+/** The response object: the request's settings echoed, the output, and the usage once generated. */
+function responseObject(
+  body: ResponsesRequest,
+  id: string,
+  createdAt: number,
+  status: string,
+  g: Generation | null,
+  output: unknown[],
+  error: unknown,
+) {
+  const outText = output
+    .filter((o) => (o as { type: string }).type === 'message')
+    .map((o) => (o as { content: { text: string }[] }).content.map((p) => p.text).join(''))
+    .join('');
+  return {
+    id,
+    object: 'response',
+    created_at: createdAt,
+    status,
+    error,
+    incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+    instructions: body.instructions,
+    max_output_tokens: body.echo.max_output_tokens,
+    model: body.model,
+    output,
+    output_text: outText,
+    parallel_tool_calls: body.parallelToolCalls,
+    previous_response_id: body.previousResponseId,
+    store: body.store,
+    temperature: body.temperature,
+    top_p: body.topP,
+    text: body.echo.text,
+    tool_choice: body.echo.tool_choice,
+    tools: body.echo.tools,
+    truncation: 'disabled',
+    metadata: body.echo.metadata,
+    usage: g
+      ? {
+          input_tokens: g.promptTokens,
+          input_tokens_details: { cached_tokens: g.cachedTokens },
+          output_tokens: g.completionTokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: g.promptTokens + g.completionTokens,
+        }
+      : null,
+  };
+}
+
 function responsesOutput(body: ResponsesRequest, write: (text: string) => void, store: ResponseStore): Output {
   const id = `resp_${hex(24)}`;
   const createdAt = Math.floor(Date.now() / 1000);
@@ -95,90 +177,37 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
   const calls: CallItem[] = [];
   const pieces = new CallPieces();
   let open: 'text' | number | null = null;
-
-  const toolOf = (flat: string) => body.toolNames.get(flat) ?? { name: flat, namespace: null };
-  const messageItem = (t: string, status: string) => ({
-    id: messageId,
-    type: 'message',
-    status,
-    role: 'assistant',
-    content: [{ type: 'output_text', text: t, annotations: [], logprobs: [] }],
-  });
-  const callItem = (c: CallItem, status: string) => {
-    const tool = toolOf(c.name);
-    return {
-      id: c.id,
-      type: 'function_call',
-      status,
-      call_id: c.callId,
-      name: tool.name,
-      ...(tool.namespace !== null ? { namespace: tool.namespace } : {}),
-      arguments: c.arguments,
-    };
-  };
-  const response = (status: string, g: Generation | null, output: unknown[], error: unknown = null) => {
-    const outText = output
-      .filter((o) => (o as { type: string }).type === 'message')
-      .map((o) => (o as { content: { text: string }[] }).content.map((p) => p.text).join(''))
-      .join('');
-    return {
-      id,
-      object: 'response',
-      created_at: createdAt,
-      status,
-      error,
-      incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
-      instructions: body.instructions,
-      max_output_tokens: body.echo.max_output_tokens,
-      model: body.model,
-      output,
-      output_text: outText,
-      parallel_tool_calls: body.parallelToolCalls,
-      previous_response_id: body.previousResponseId,
-      store: body.store,
-      temperature: body.temperature,
-      top_p: body.topP,
-      text: body.echo.text,
-      tool_choice: body.echo.tool_choice,
-      tools: body.echo.tools,
-      truncation: 'disabled',
-      metadata: body.echo.metadata,
-      usage: g
-        ? {
-            input_tokens: g.promptTokens,
-            input_tokens_details: { cached_tokens: g.cachedTokens },
-            output_tokens: g.completionTokens,
-            output_tokens_details: { reasoning_tokens: 0 },
-            total_tokens: g.promptTokens + g.completionTokens,
-          }
-        : null,
-    };
-  };
+  const messageItemOf = (t: string, status: string) => messageItem(messageId, t, status);
+  const callItemOf = (c: CallItem, status: string) => callItem(body, c, status);
+  const response = (status: string, g: Generation | null, output: unknown[], error: unknown = null) =>
+    responseObject(body, id, createdAt, status, g, output, error);
+  const textDelta = (delta: string) =>
+    send('response.output_text.delta', { item_id: messageId, output_index: 0, content_index: 0, delta, logprobs: [] });
 
   /** Streamed: closes the open item (the message's text, or a call's arguments). */
   const closeOpen = () => {
     if (open === 'text' && text !== null) {
       const at = { item_id: messageId, output_index: 0, content_index: 0 };
       send('response.output_text.done', { ...at, text, logprobs: [] });
-      send('response.content_part.done', { ...at, part: messageItem(text, 'completed').content[0] });
-      send('response.output_item.done', { output_index: 0, item: messageItem(text, 'completed') });
+      send('response.content_part.done', { ...at, part: messageItemOf(text, 'completed').content[0] });
+      send('response.output_item.done', { output_index: 0, item: messageItemOf(text, 'completed') });
     } else if (typeof open === 'number') {
       const c = calls[open]!;
       const index = open + (text !== null ? 1 : 0);
       send('response.function_call_arguments.done', { item_id: c.id, output_index: index, arguments: c.arguments });
-      send('response.output_item.done', { output_index: index, item: callItem(c, 'completed') });
+      send('response.output_item.done', { output_index: index, item: callItemOf(c, 'completed') });
     }
     open = null;
   };
   const openText = () => {
     text = '';
     open = 'text';
-    send('response.output_item.added', { output_index: 0, item: { ...messageItem('', 'in_progress'), content: [] } });
+    send('response.output_item.added', { output_index: 0, item: { ...messageItemOf('', 'in_progress'), content: [] } });
     send('response.content_part.added', {
       item_id: messageId,
       output_index: 0,
       content_index: 0,
-      part: messageItem('', 'in_progress').content[0],
+      part: messageItemOf('', 'in_progress').content[0],
     });
   };
   const newCall = (name: string): CallItem => ({ id: `fc_${hex(24)}`, callId: `call_${hex(12)}`, name, arguments: '' });
@@ -188,13 +217,7 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
     if (body.stream) {
       if (c.text !== '' && text === null && calls.length === 0) openText();
       if (text !== null && c.text.startsWith(text) && c.text !== text) {
-        send('response.output_text.delta', {
-          item_id: messageId,
-          output_index: 0,
-          content_index: 0,
-          delta: c.text.slice(text.length),
-          logprobs: [],
-        });
+        textDelta(c.text.slice(text.length));
       }
       if (text !== null) text = c.text;
       c.calls.forEach((call, k) => {
@@ -203,12 +226,12 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
       closeOpen();
     }
     const output: unknown[] = [];
-    if (text !== null || c.text !== '' || c.calls.length === 0) output.push(messageItem(c.text, 'completed'));
+    if (text !== null || c.text !== '' || c.calls.length === 0) output.push(messageItemOf(c.text, 'completed'));
     c.calls.forEach((call, k) => {
       const item = calls[k] ?? newCall(call.name);
       item.arguments = call.arguments;
       calls[k] = item;
-      output.push(callItem(item, 'completed'));
+      output.push(callItemOf(item, 'completed'));
     });
     return output;
   };
@@ -222,34 +245,23 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
       if (calls.length > 0) return; // after a call, the model's text ends (node-llama-cpp ends it)
       if (text === null) openText();
       text += t;
-      send('response.output_text.delta', {
-        item_id: messageId,
-        output_index: 0,
-        content_index: 0,
-        delta: t,
-        logprobs: [],
-      });
+      textDelta(t);
     },
     callText: (_i, callIndex, name, t) => {
       const piece = pieces.add(callIndex, t);
+      // The message item (when there is one) comes first.
+      const index = () => callIndex + (text !== null ? 1 : 0);
       if (piece.first) {
         closeOpen();
         const c = newCall(name);
         calls[callIndex] = c;
         open = callIndex;
-        send('response.output_item.added', {
-          output_index: callIndex + (text !== null ? 1 : 0),
-          item: callItem(c, 'in_progress'),
-        });
+        send('response.output_item.added', { output_index: index(), item: callItemOf(c, 'in_progress') });
       }
       if (piece.text !== '') {
         const c = calls[callIndex]!;
         c.arguments += piece.text;
-        send('response.function_call_arguments.delta', {
-          item_id: c.id,
-          output_index: callIndex + (text !== null ? 1 : 0),
-          delta: piece.text,
-        });
+        send('response.function_call_arguments.delta', { item_id: c.id, output_index: index(), delta: piece.text });
       }
     },
     endChoice: () => {},
@@ -258,16 +270,7 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
       const output = settle(c);
       const status = c.finishReason === 'length' ? 'incomplete' : 'completed';
       const answer = response(status, g, output);
-      if (body.store) {
-        const assistant: CompletionMessage = {
-          role: 'assistant',
-          content: c.text,
-          ...(calls.length > 0
-            ? { toolCalls: calls.map((k) => ({ id: k.callId, name: k.name, arguments: k.arguments })) }
-            : {}),
-        };
-        store.put(id, [...body.conversation, assistant]);
-      }
+      if (body.store) store.put(id, [...body.conversation, assistantMessage(c.text, calls)]);
       if (!body.stream) return answer;
       send(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: answer });
       return undefined;
