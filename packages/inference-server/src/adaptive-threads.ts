@@ -7,6 +7,8 @@
  * Uses internals of node-llama-cpp 3.22 (the addon context's `initBatch`, `addToBatch`,
  * `setThreads`), checked before use.
  */
+import { readdirSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import type { LlamaContext } from 'node-llama-cpp';
 
 interface NativeContext {
@@ -38,4 +40,28 @@ export function installAdaptiveThreads(context: LlamaContext, pick: (batchTokens
   });
   define('setThreads', (_n: number) => setThreads.call(native, pick(tokens)));
   return true;
+}
+
+/**
+ * Linux: lowers the scheduling priority (nice 10) of every thread of this process but the main
+ * one. llama.cpp's compute threads are created by the thread-pool thread that runs a decode and
+ * inherit its priority, so on a host with few cores the event loop (HTTP, /v1/models) always
+ * gets a core at once when it has work, and generation takes the rest. Elsewhere: nothing.
+ */
+export function lowerWorkerThreadPriority(nice = 10): number {
+  let n = 0;
+  try {
+    for (const tid of readdirSync('/proc/self/task')) {
+      if (Number(tid) === process.pid) continue;
+      try {
+        setPriority(Number(tid), nice);
+        n++;
+      } catch {
+        // a thread that ended meanwhile, or not permitted
+      }
+    }
+  } catch {
+    // not Linux
+  }
+  return n;
 }

@@ -170,6 +170,12 @@ program
       .argParser(int(0))
       .default(DEFAULTS.workerNice),
   )
+  .addOption(
+    opt(
+      '--strict-tools',
+      'answer 400 to hosted tools this server cannot run (web_search, …) instead of leaving them out',
+    ),
+  )
   .addOption(opt('--allow-non-loopback', 'allow the plain HTTP listener on an address that is not loopback'))
   .addOption(
     opt(
@@ -270,6 +276,7 @@ program
         allowOrigins: list(cmd, 'allowOrigin'),
         apiKeyFile: o.apiKeyFile ?? null,
         maxN: o.maxN,
+        strictTools: o.strictTools === true,
         grammarTimeoutMs: Math.round((o.grammarTimeout as number) * 1000),
         grammarMemoryMb: o.grammarMemory,
         inputLimits: {

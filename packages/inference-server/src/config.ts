@@ -52,6 +52,8 @@ export interface ServerConfig {
   readonly apiKeyFile: string | null;
   /** Most choices (`n`) one request may ask for. */
   readonly maxN: number;
+  /** Hosted tools the server cannot run (web_search, …) are a 400 instead of being left out. */
+  readonly strictTools: boolean;
   /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
   readonly sseKeepAliveMs: number;
   /** Bound of the saved-state cache (states of conversations evicted from their slot), MiB; 0: off. */
@@ -244,6 +246,7 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     apiKeyFile: options.apiKeyFile ?? null,
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
+    strictTools: options.strictTools === true,
     sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
     inputLimits: resolveInputLimits(options.inputLimits ?? {}),
     grammarTimeoutMs: positive('grammar-timeout', options.grammarTimeoutMs, 1, DEFAULTS.grammarTimeoutMs),

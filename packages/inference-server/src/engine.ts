@@ -5,8 +5,6 @@
  * tokens, passing text chunks on). The chat wrapper is resolved once, at load.
  */
 
-import { readdirSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import type {
   ChatModelFunctions,
   ChatWrapper,
@@ -21,6 +19,7 @@ import type {
 } from 'node-llama-cpp';
 import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
+import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
 import { type CompletionMessage, chatHistory } from './history.js';
@@ -57,10 +56,14 @@ export interface CompletionSettings {
   readonly maxTokens: number | null;
   readonly temperature: number;
   readonly topP: number;
+  /** Sample from the k most likely tokens only; null or absent: all. */
+  readonly topK?: number | null;
   readonly seed: number | null;
   readonly stop: readonly string[];
   readonly frequencyPenalty: number;
   readonly presencePenalty: number;
+  /** Raw text to continue without the chat template (legacy completions); `messages` are then unused. */
+  readonly prompt?: string;
 }
 
 /** Function calling: the functions, whether the model must call one, how many calls at most. */
@@ -93,6 +96,8 @@ export interface CompletionOutput {
   readonly calls: readonly { readonly name: string; readonly arguments: string }[];
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** The stop string (of `stop`) that ended the text; null when something else ended it. */
+  readonly stopSequence: string | null;
   /** Prompt tokens not evaluated again: the sequence held them (or a saved state restored them). */
   readonly cachedTokens: number;
   /** Of those, the tokens a saved state restored. */
@@ -101,35 +106,14 @@ export interface CompletionOutput {
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
-/**
- * Linux: lowers the scheduling priority (nice 10) of every thread of this process but the main
- * one. llama.cpp's compute threads are created by the thread-pool thread that runs a decode and
- * inherit its priority, so on a host with few cores the event loop (HTTP, /v1/models) always
- * gets a core at once when it has work, and generation takes the rest. Elsewhere: nothing.
- */
-export function lowerWorkerThreadPriority(nice = 10): number {
-  let n = 0;
-  try {
-    for (const tid of readdirSync('/proc/self/task')) {
-      if (Number(tid) === process.pid) continue;
-      try {
-        setPriority(Number(tid), nice);
-        n++;
-      } catch {
-        // a thread that ended meanwhile, or not permitted
-      }
-    }
-  } catch {
-    // not Linux
-  }
-  return n;
-}
-
 /** Tokens of a batch x model bytes from which a step is worth --batch-threads (see load()). */
 export const BATCH_WORK_BYTES = 512 * 1024 * 1024;
 
 export class Engine {
   private disposed = false;
+  /** Embeddings: the model's weights, an embedding context of their own (engine-text.ts). */
+  readonly embeddings: Embeddings;
+
   private constructor(
     private readonly lib: NodeLlamaCpp,
     private readonly llama: Llama,
@@ -150,7 +134,9 @@ export class Engine {
     },
     /** Schemas' grammars and tools lists, built off the event loop within a budget. */
     private readonly grammars: Grammars,
-  ) {}
+  ) {
+    this.embeddings = new Embeddings(model, info.contextSize, info.threads);
+  }
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
   static async load(options: EngineOptions): Promise<Engine> {
@@ -287,6 +273,12 @@ export class Engine {
     return state.contextText.tokenize(this.model.tokenizer);
   }
 
+  /** The prompt's tokens as `complete` evaluates them: the messages as above, or a raw `prompt` (legacy). */
+  requestTokens(input: Pick<CompletionSettings, 'messages' | 'prompt'>, functions?: ChatModelFunctions): Token[] {
+    if (input.prompt !== undefined) return textPromptTokens(this.model, input.prompt);
+    return this.promptTokens(input.messages, functions);
+  }
+
   /** Prompt tokens of the messages as this model's chat template renders them. */
   countPromptTokens(messages: readonly CompletionMessage[], functions?: ChatModelFunctions): number {
     return this.promptTokens(messages, functions).length;
@@ -308,9 +300,8 @@ export class Engine {
     if (this.disposed) throw new Error('the model is disposed');
     const sequence = this.sequences[slot];
     if (!sequence) throw new Error(`no sequence ${slot}`);
-    const history = chatHistory(input.messages);
     const calling = input.functionCalling;
-    const tokens = input.promptTokens ?? this.promptTokens(input.messages, calling?.functions);
+    const tokens = input.promptTokens ?? this.requestTokens(input, calling?.functions);
     const promptTokens = tokens.length;
     const room = this.info.contextSize - promptTokens - 1;
     if (room < 1) throw new ContextLengthError(promptTokens, this.info.contextSize);
@@ -321,6 +312,11 @@ export class Engine {
     const restoredTokens = this.states ? (await this.states.prepare(sequence, tokens)).restored : 0;
     const cachedTokens = this.cachedPrefix(slot, tokens);
     input.signal.throwIfAborted();
+    const reuse = { promptTokens, cachedTokens, restoredTokens: Math.min(restoredTokens, cachedTokens) };
+    // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
+    if (input.prompt !== undefined)
+      return { ...(await completeText(this.lib, sequence, tokens, maxTokens, input)), ...reuse };
+    const history = chatHistory(input.messages);
     const chat = new this.lib.LlamaChat({
       contextSequence: sequence,
       chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
@@ -332,6 +328,7 @@ export class Engine {
         maxTokens,
         temperature: input.temperature,
         topP: input.topP,
+        ...(input.topK ? { topK: input.topK } : {}),
         ...(input.seed !== null ? { seed: input.seed } : {}),
         ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
         repeatPenalty: penalize
@@ -372,10 +369,12 @@ export class Engine {
         text: response.response,
         finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
         calls,
-        promptTokens,
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
-        cachedTokens,
-        restoredTokens: Math.min(restoredTokens, cachedTokens),
+        stopSequence:
+          response.metadata.stopReason === 'customStopTrigger'
+            ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
+            : null,
+        ...reuse,
       };
     } finally {
       chat.dispose({ disposeSequence: false });
@@ -386,6 +385,7 @@ export class Engine {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    await this.embeddings.dispose();
     this.states?.dispose();
     await this.grammars.close();
     await this.context.dispose().catch(() => {});

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ServerContext } from './context.js';
 import { ApiError } from './errors.js';
-import { sendError } from './http.js';
+import { sendJson } from './http.js';
 
 /** The path of a request target (no query string); `/` for none. Never throws. */
 export function requestPath(url: string | undefined): string {
@@ -38,9 +38,9 @@ export const internalError = (): ApiError =>
   );
 
 /**
- * A request whose handling threw: one log line (with the stack's first frames), a 500 in OpenAI's
- * shape when the reply has not begun (else the connection is closed), and the access log entry.
- * The process goes on.
+ * A request whose handling threw: one log line (with the stack's first frames), a 500 in the
+ * shape of the path's protocol (`errorBody`; OpenAI's by default) when the reply has not begun
+ * (else the connection is closed), and the access log entry. The process goes on.
  */
 export function lastResort(
   ctx: ServerContext,
@@ -49,6 +49,7 @@ export function lastResort(
   listener: string,
   startedNs: bigint,
   err: unknown,
+  errorBody: (e: ApiError) => unknown = (e) => e.toJSON(),
 ): void {
   try {
     const stack = err instanceof Error ? (err.stack ?? err.message) : String(err);
@@ -58,8 +59,10 @@ export function lastResort(
       listener,
       error: stack.split('\n').slice(0, 4).join(' | ').slice(0, 1000),
     });
-    if (!res.headersSent && !res.destroyed) sendError(res, internalError());
-    else if (!res.writableEnded) res.destroy();
+    if (!res.headersSent && !res.destroyed) {
+      const e = internalError();
+      sendJson(res, e.status, errorBody(e));
+    } else if (!res.writableEnded) res.destroy();
     ctx.access(req, listener, startedNs, 500);
   } catch {
     // The logger or the socket failed too: nothing more can be said about this request.

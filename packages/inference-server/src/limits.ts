@@ -45,14 +45,14 @@ const tooLarge = (param: string, message: string, code = 'invalid_value') =>
 export const schemaTooComplex = (param: string, why: string) =>
   tooLarge(param, `schema too complex: ${why}.`, 'schema_too_complex');
 
-/** Stop strings within their limits; throws ApiError 400 naming `stop`. */
-export function checkStop(stop: readonly string[], limits: InputLimits = DEFAULT_INPUT_LIMITS): void {
+/** Stop strings within their limits; throws ApiError 400 naming `param` (`stop`, or `stop_sequences`). */
+export function checkStop(stop: readonly string[], limits: InputLimits = DEFAULT_INPUT_LIMITS, param = 'stop'): void {
   let total = 0;
   for (const [i, s] of stop.entries()) {
     const bytes = Buffer.byteLength(s);
     if (bytes > limits.maxStopBytes) {
       throw tooLarge(
-        'stop',
+        param,
         `stop string ${i} is ${bytes} bytes; at most ${limits.maxStopBytes} bytes each.`,
         'string_above_max_length',
       );
@@ -61,7 +61,7 @@ export function checkStop(stop: readonly string[], limits: InputLimits = DEFAULT
   }
   if (total > limits.maxStopTotalBytes) {
     throw tooLarge(
-      'stop',
+      param,
       `the stop strings are ${total} bytes together; at most ${limits.maxStopTotalBytes}.`,
       'string_above_max_length',
     );

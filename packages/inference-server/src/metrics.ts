@@ -39,9 +39,7 @@ const num = (v: number) => (Number.isFinite(v) ? String(v) : v > 0 ? '+Inf' : v 
 export function routeOf(path: string): string {
   if (path === INFERENCE_PATHS.models) return path;
   if (path.startsWith(`${INFERENCE_PATHS.models}/`)) return `${INFERENCE_PATHS.models}/{id}`;
-  if (path === INFERENCE_PATHS.chatCompletions || path === INFERENCE_PATHS.health || path === METRICS_PATH) {
-    return path;
-  }
+  if (path === METRICS_PATH || (Object.values(INFERENCE_PATHS) as string[]).includes(path)) return path;
   return 'other';
 }
 

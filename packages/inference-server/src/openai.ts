@@ -179,8 +179,8 @@ export const invalidApiKey = (given: boolean): ApiError =>
   new ApiError(
     401,
     given
-      ? 'Incorrect API key provided. Send the key of --api-key-file as "Authorization: Bearer KEY".'
-      : 'You didn\'t provide an API key. Send it as "Authorization: Bearer KEY" (the key of --api-key-file).',
+      ? 'Incorrect API key provided. Send the key of --api-key-file as "Authorization: Bearer KEY" or "x-api-key: KEY".'
+      : 'You didn\'t provide an API key. Send it as "Authorization: Bearer KEY" or "x-api-key: KEY" (the key of --api-key-file).',
     'invalid_request_error',
     null,
     'invalid_api_key',

@@ -27,7 +27,13 @@ export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string 
 export type ResponseFormat =
   | { readonly type: 'text' }
   | { readonly type: 'json_object' }
-  | { readonly type: 'json_schema'; readonly name: string; readonly schema: Record<string, unknown> };
+  | {
+      readonly type: 'json_schema';
+      readonly name: string;
+      readonly schema: Record<string, unknown>;
+      /** The field that holds the schema, named in errors; absent: chat's `response_format.json_schema.schema`. */
+      readonly param?: string;
+    };
 
 /** A validated chat completion request. */
 export interface CompletionRequest extends CompletionSettings {
@@ -40,6 +46,8 @@ export interface CompletionRequest extends CompletionSettings {
   readonly toolChoice: ToolChoice;
   readonly parallelToolCalls: boolean;
   readonly responseFormat: ResponseFormat;
+  /** Legacy completions: the raw prompt of each choice (no chat template); absent: `messages`. */
+  readonly prompts?: readonly string[];
 }
 
 /** What the server allows beyond the schema. */
@@ -164,8 +172,8 @@ function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
   return v;
 }
 
-/** The first problem zod found, as OpenAI's 400. */
-function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
+/** The first problem zod found, as OpenAI's 400 (`body` is the whole request, `issue.path` from its root). */
+export function toInvalid(issue: z.core.$ZodIssue, body: unknown): ApiError {
   const param = paramName(issue.path);
   const value = valueAt(body, issue.path);
   switch (issue.code) {
@@ -235,31 +243,52 @@ function messageText(m: ChatCompletionBody['messages'][number], i: number): stri
 /** OpenAI's rule for function names. */
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+/**
+ * One function tool of any protocol, checked: its name (OpenAI's rule, not twice: `names` holds
+ * the ones before it) and its parameters' schema for the grammar. `param` names it in errors.
+ */
+export function checkTool(
+  t: { readonly name: string; readonly description?: string | null; readonly parameters?: unknown },
+  param: string,
+  names: Set<string>,
+  limits: InputLimits = DEFAULT_INPUT_LIMITS,
+): ToolSpec {
+  const { name } = t;
+  if (!TOOL_NAME.test(name)) {
+    throw invalid(
+      `Invalid '${param}.name': must be 1 to 64 of a-z, A-Z, 0-9, _ and -; got ${JSON.stringify(name)}.`,
+      `${param}.name`,
+      'invalid_value',
+    );
+  }
+  if (names.has(name)) {
+    throw invalid(`Invalid '${param}.name': the function ${name} is listed twice.`, `${param}.name`, 'invalid_value');
+  }
+  names.add(name);
+  const p = t.parameters;
+  const parameters =
+    p !== null && typeof p === 'object' && Object.keys(p).length > 0
+      ? toGrammarSchema(p, `${param}.parameters`, limits)
+      : null;
+  return { name, description: t.description ?? null, parameters };
+}
+
+/**
+ * Checks a `tools` array of any protocol within the limits: its count before any tool is walked,
+ * then each tool (`each`, which bounds its schema's depth), then the array's bytes.
+ */
+export function checkToolList<T>(tools: readonly unknown[], limits: InputLimits, each: () => T): T {
+  if (tools.length > limits.maxTools) checkTools(tools, limits);
+  const checked = each();
+  checkTools(tools, limits);
+  return checked;
+}
+
 function parseTools(body: ChatCompletionBody, limits: InputLimits): { tools: ToolSpec[]; toolChoice: ToolChoice } {
-  const tools: ToolSpec[] = [];
   const names = new Set<string>();
-  // Too many tools: refused before any of them is walked.
-  if ((body.tools?.length ?? 0) > limits.maxTools) checkTools(body.tools ?? [], limits);
-  (body.tools ?? []).forEach((t, i) => {
-    const param = `tools[${i}].function.name`;
-    const { name } = t.function;
-    if (!TOOL_NAME.test(name)) {
-      throw invalid(
-        `Invalid '${param}': must be 1 to 64 of a-z, A-Z, 0-9, _ and -; got ${JSON.stringify(name)}.`,
-        param,
-        'invalid_value',
-      );
-    }
-    if (names.has(name))
-      throw invalid(`Invalid '${param}': the function ${name} is listed twice.`, param, 'invalid_value');
-    names.add(name);
-    const p = t.function.parameters;
-    const parameters =
-      p && Object.keys(p).length > 0 ? toGrammarSchema(p, `tools[${i}].function.parameters`, limits) : null;
-    tools.push({ name, description: t.function.description ?? null, parameters });
-  });
-  // After each tool's own checks: its schema's depth is bounded before the array is measured.
-  checkTools(body.tools ?? [], limits);
+  const tools = checkToolList(body.tools ?? [], limits, () =>
+    (body.tools ?? []).map((t, i) => checkTool(t.function, `tools[${i}].function`, names, limits)),
+  );
   const c = body.tool_choice;
   if (c !== null && c !== undefined && tools.length === 0) {
     throw invalid(

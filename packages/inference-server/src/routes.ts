@@ -1,15 +1,16 @@
 /**
  * The routes, the same on both listeners: /v1/models (static, never touches the model), /health,
- * /v1/chat/completions; 421 for a foreign Host on the plain listener, 403 for a web origin not
+ * the generating routes of protocols/routes.ts (chat completions, Responses, Anthropic Messages, …);
+ * errors in the shape of each path's protocol; 421 for a foreign Host on the plain listener, 403 for a web origin not
  * allowed, 415 for a body that is not JSON, 503 while stopping, 404 and 405 as OpenAI answers them.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostAllowed, hostHeaderName, INFERENCE_PATHS } from '@vigil/shared-types';
-import { bearerToken, keyMatches } from './auth.js';
+import { keyMatches, requestKey } from './auth.js';
 import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
-import { serveCompletion } from './completion.js';
 import type { ServerContext } from './context.js';
-import { sendError, sendJson } from './http.js';
+import type { ApiError } from './errors.js';
+import { sendJson } from './http.js';
 import { decodePathPart, lastResort, requestPath } from './last-resort.js';
 import { METRICS_CONTENT_TYPE, METRICS_PATH } from './metrics.js';
 import {
@@ -21,6 +22,7 @@ import {
   shuttingDown,
   unknownUrl,
 } from './openai.js';
+import { errorBodyFor, generationRoutes } from './protocols/routes.js';
 
 /** /health: 200 when a completion can be served, else 503 with the reason. */
 export function health(ctx: ServerContext): { status: number; body: { status: string; [k: string]: unknown } } {
@@ -52,9 +54,13 @@ export function createHandler(
   const origins = new Set(config.allowOrigins);
   // The key guards the plain listener; an mTLS client's certificate is its credential.
   const apiKey = listener === 'http' ? config.apiKey : null;
+  const generating = generationRoutes(ctx);
 
   const route = (req: IncomingMessage, res: ServerResponse, startedNs: bigint, path: string) => {
     const done = (status: number) => ctx.access(req, listener, startedNs, status);
+    // Errors in the shape of the path's protocol (Anthropic's on /v1/messages).
+    const errorBody = errorBodyFor(path);
+    const sendError = (r: ServerResponse, e: ApiError) => sendJson(r, e.status, errorBody(e), { ...e.headers });
     if (bound && !hostAllowed(req.headers.host, bound.host)) {
       sendError(res, misdirected(hostHeaderName(req.headers.host ?? '')));
       return done(421);
@@ -67,9 +73,9 @@ export function createHandler(
     if (origin.kind === 'preflight') return done(204);
     // Every route but /health (the probes of service managers carry no key) needs the key.
     if (apiKey !== null && path !== INFERENCE_PATHS.health) {
-      const token = bearerToken(req);
+      const token = requestKey(req);
       if (!keyMatches(token, apiKey)) {
-        sendError(res, invalidApiKey(req.headers.authorization !== undefined));
+        sendError(res, invalidApiKey(token !== null));
         return done(401);
       }
     }
@@ -117,7 +123,8 @@ export function createHandler(
       sendJson(res, h.status, h.body);
       return done(h.status);
     }
-    if (path === INFERENCE_PATHS.chatCompletions) {
+    const generate = generating.get(path);
+    if (generate) {
       if (req.method !== 'POST') {
         sendError(res, methodNotAllowed(req.method, path, 'POST', true));
         return done(405);
@@ -126,8 +133,8 @@ export function createHandler(
         sendError(res, unsupportedMediaType(req.headers['content-type']));
         return done(415);
       }
-      serveCompletion(ctx, req, res, listener, startedNs).catch((err: unknown) =>
-        lastResort(ctx, req, res, listener, startedNs, err),
+      generate(req, res, listener, startedNs).catch((err: unknown) =>
+        lastResort(ctx, req, res, listener, startedNs, err, errorBody),
       );
       return;
     }
@@ -141,10 +148,11 @@ export function createHandler(
     res.once('close', () => {
       ctx.responses.open--;
     });
+    const path = requestPath(req.url);
     try {
-      route(req, res, startedNs, requestPath(req.url));
+      route(req, res, startedNs, path);
     } catch (err) {
-      lastResort(ctx, req, res, listener, startedNs, err);
+      lastResort(ctx, req, res, listener, startedNs, err, errorBodyFor(path));
     }
   };
 }

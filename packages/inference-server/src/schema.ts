@@ -10,7 +10,7 @@ import { checkSchemaBranches, checkSchemaShape, DEFAULT_INPUT_LIMITS, type Input
 import { invalid } from './request.js';
 
 /** Keywords the grammar enforces (or that only annotate), per JSON Schema. */
-const ANNOTATIONS = new Set([
+export const ANNOTATIONS: ReadonlySet<string> = new Set([
   'description',
   'title',
   'default',
@@ -22,7 +22,7 @@ const ANNOTATIONS = new Set([
   'readOnly',
   'writeOnly',
 ]);
-const ENFORCED = new Set([
+export const ENFORCED: ReadonlySet<string> = new Set([
   'type',
   'const',
   'enum',
@@ -45,7 +45,7 @@ const ENFORCED = new Set([
   '$ref',
 ]);
 const TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null', 'object', 'array']);
-const FORMATS = new Set(['date-time', 'time', 'date']);
+export const FORMATS: ReadonlySet<string> = new Set(['date-time', 'time', 'date']);
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' && !Array.isArray(v);

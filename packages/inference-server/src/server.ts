@@ -12,9 +12,10 @@
 import { formatHostPort, type HostPort } from '@vigil/shared-types';
 import { closeServer } from '@vigil/shared-types/node';
 import { requestLog } from './access-log.js';
+import { lowerWorkerThreadPriority } from './adaptive-threads.js';
 import { DEFAULTS, resolveConfig, type ServerConfig, type ServerOptions } from './config.js';
 import type { ServerContext, ServerState } from './context.js';
-import { Engine, lowerWorkerThreadPriority } from './engine.js';
+import { Engine } from './engine.js';
 import { EndReason, StartupError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';

@@ -11,41 +11,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { Prober } from '@vigil/guardian';
 import OpenAI from 'openai';
-import { BIG_CONTEXT, chat, openaiClient, request, serveTiny, sharedServer, tinyModel } from './helpers.js';
+import { BIG_CONTEXT, chat, openaiClient, request, serveTiny, sharedServer, tinyModel, validate } from './helpers.js';
 
 const { dir, model: MODEL } = tinyModel();
 const KEY = 'sk-vigil-test-0123456789';
-
-/** A small JSON-schema check for what the tests' schemas use (the server's answers are checked against it). */
-function validate(schema: any, v: any, path = '$'): string[] {
-  if (schema.enum) return schema.enum.includes(v) ? [] : [`${path}: not one of ${schema.enum}`];
-  switch (schema.type) {
-    case 'object': {
-      if (v === null || typeof v !== 'object' || Array.isArray(v)) return [`${path}: not an object`];
-      const errs: string[] = [];
-      for (const r of schema.required ?? []) if (!(r in v)) errs.push(`${path}.${r}: missing`);
-      for (const [k, x] of Object.entries(v)) {
-        const p = schema.properties?.[k];
-        if (p) errs.push(...validate(p, x, `${path}.${k}`));
-        else if (schema.additionalProperties === false) errs.push(`${path}.${k}: not allowed`);
-      }
-      return errs;
-    }
-    case 'array':
-      if (!Array.isArray(v)) return [`${path}: not an array`];
-      if (schema.maxItems !== undefined && v.length > schema.maxItems) return [`${path}: too many items`];
-      return v.flatMap((x, i) => validate(schema.items, x, `${path}[${i}]`));
-    case 'string':
-      if (typeof v !== 'string') return [`${path}: not a string`];
-      return schema.maxLength !== undefined && v.length > schema.maxLength ? [`${path}: too long`] : [];
-    case 'integer':
-      return Number.isInteger(v) ? [] : [`${path}: not an integer (${v})`];
-    case 'boolean':
-      return typeof v === 'boolean' ? [] : [`${path}: not a boolean`];
-    default:
-      return [`${path}: unknown schema`];
-  }
-}
 
 const WEATHER = {
   type: 'object',

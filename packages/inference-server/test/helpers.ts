@@ -381,3 +381,34 @@ export function readLines(file: string): Record<string, any>[] {
     .filter((l) => l.trim() !== '')
     .map((l) => JSON.parse(l));
 }
+
+/** A small JSON-schema check for what the tests' schemas use (the server's answers are checked against it). */
+export function validate(schema: any, v: any, path = '$'): string[] {
+  if (schema.enum) return schema.enum.includes(v) ? [] : [`${path}: not one of ${schema.enum}`];
+  switch (schema.type) {
+    case 'object': {
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) return [`${path}: not an object`];
+      const errs: string[] = [];
+      for (const r of schema.required ?? []) if (!(r in v)) errs.push(`${path}.${r}: missing`);
+      for (const [k, x] of Object.entries(v)) {
+        const p = schema.properties?.[k];
+        if (p) errs.push(...validate(p, x, `${path}.${k}`));
+        else if (schema.additionalProperties === false) errs.push(`${path}.${k}: not allowed`);
+      }
+      return errs;
+    }
+    case 'array':
+      if (!Array.isArray(v)) return [`${path}: not an array`];
+      if (schema.maxItems !== undefined && v.length > schema.maxItems) return [`${path}: too many items`];
+      return v.flatMap((x, i) => validate(schema.items, x, `${path}[${i}]`));
+    case 'string':
+      if (typeof v !== 'string') return [`${path}: not a string`];
+      return schema.maxLength !== undefined && v.length > schema.maxLength ? [`${path}: too long`] : [];
+    case 'integer':
+      return Number.isInteger(v) ? [] : [`${path}: not an integer (${v})`];
+    case 'boolean':
+      return typeof v === 'boolean' ? [] : [`${path}: not a boolean`];
+    default:
+      return [`${path}: unknown schema`];
+  }
+}

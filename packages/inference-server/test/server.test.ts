@@ -164,7 +164,7 @@ describe('the server (parallel 2)', () => {
     });
     expect(badField.status).toBe(400);
     expect(badField.json().error).toMatchObject({ type: 'invalid_request_error', param: 'temperature' });
-    const unknown = await request(s.http, { path: '/v1/completions', body: {} });
+    const unknown = await request(s.http, { path: '/v1/audio/speech', body: {} });
     expect(unknown.status).toBe(404);
     expect(unknown.json().error).toMatchObject({ code: 'unknown_url' });
     const wrongMethod = await request(s.http, { method: 'GET' });

@@ -39,6 +39,11 @@ export const DAEMON_PATHS = {
 export const INFERENCE_PATHS = {
   models: '/v1/models',
   chatCompletions: '/v1/chat/completions',
+  responses: '/v1/responses',
+  messages: '/v1/messages',
+  countTokens: '/v1/messages/count_tokens',
+  completions: '/v1/completions',
+  embeddings: '/v1/embeddings',
   health: '/health',
 } as const;
 
