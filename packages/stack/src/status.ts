@@ -133,11 +133,11 @@ export function statusScreen(status: StackStatus, home: string, now: number = Da
     '',
     `  guardian:  ${status.guardian ? describeGuardianEvent(status.guardian, now) : 'no event yet'}`,
     `  health:    ${status.health ? describeHealthReport(status.health, now) : 'no health check has run yet'}`,
+    `  page:      ${status.statusPage ?? 'the status page is not running'}`,
     ...(status.consumers === undefined
       ? []
       : status.consumers === null
         ? ['  consumer:  the daemon did not answer']
         : status.consumers.map((c) => `  consumer:  ${describeConsumer(c, now)}`)),
-    `  page:      ${status.statusPage ?? 'the status page is not running'}`,
   ];
 }

@@ -108,7 +108,7 @@ describe('vigil status', () => {
       '  consumer:  agent away (never connected), 3 held, oldest 5 s',
     ]);
     expect(statusScreen({ ...base, consumers: null }, '/h', NOW).at(-1)).toBe('  consumer:  the daemon did not answer');
-    expect(statusScreen(base, '/h', NOW).at(-1)).toMatch(/^ {2}health:/);
+    expect(statusScreen(base, '/h', NOW).at(-1)).toMatch(/^ {2}page:/);
   });
 
   it('a warning event names its level; a health check that repaired or failed names the checks', () => {
