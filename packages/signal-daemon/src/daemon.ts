@@ -22,6 +22,7 @@ import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
 import { optInt, resolveParams } from './params.js';
+import { Poller } from './poll.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { checkSizes } from './sizes.js';
@@ -137,11 +138,12 @@ export async function start(
   pruner.unref();
 
   const dispatcher = new Dispatcher(logger, config.maxBatch);
+  const poller = new Poller(box);
 
   /** Methods of the daemon itself (answered at once), then the backend's. */
   const invokeFor =
     (conn: TcpConnection | null): Invoke =>
-    (method, params) => {
+    (method, params, call) => {
       switch (method) {
         case 'version':
           // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
@@ -155,6 +157,14 @@ export async function start(
           if (bad) throw new RpcFailure(RpcErrorCode.INVALID_PARAMS, `Invalid params: ${bad}`);
           return conn.subscribe(name as string);
         }
+        case 'receive':
+          // Served from the inbox with either backend (see poll.ts): signal-cli receives continuously to fill it.
+          return poller.receive({
+            params: resolveParams(method, params),
+            receiving: conn?.receiving ?? false,
+            gone: call?.gone,
+            knownConsumers,
+          });
         case 'unsubscribeReceive': {
           if (!conn) break;
           // As signal-cli: the id as {"subscription":ID} or [ID]; missing or unknown is a user error (-1).
