@@ -4,6 +4,7 @@
  * notifications already; a poller is a consumer of its own (an SSE consumer still gets
  * everything). Real daemons of two accounts on one network file, over HTTP and TCP.
  */
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { DaemonHandle } from '../src/index.js';
 import { rpc, SseClient, startDaemon, TcpClient, tmpDir } from './helpers.js';
@@ -111,6 +112,29 @@ describe('receive (polling)', () => {
     expect(again).toMatchObject({ result: [] });
     await sendToA('kept');
     expect(texts((await rpc(a.http!, 'receive', { timeout: 0 })).result)).toEqual(['kept']);
+  });
+
+  it('gives up a wait over HTTP when the client goes', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', method: 'receive', params: { timeout: -1 }, id: 1 });
+    const req = request({
+      host: a.http!.host,
+      port: a.http!.port,
+      path: '/api/v1/rpc',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      agent: false,
+    });
+    req.on('error', () => {});
+    req.end(body);
+    await sleep(200);
+    expect((await rpc(a.http!, 'receive', { timeout: 0 })).error).toMatchObject({ code: -1, message: ALREADY });
+    req.destroy();
+    let again: { result?: unknown; error?: unknown } = {};
+    for (let i = 0; i < 100 && !('result' in again); i++) {
+      again = await rpc(a.http!, 'receive', { timeout: 0 });
+      if (again.error) await sleep(50);
+    }
+    expect(again).toMatchObject({ result: [] });
   });
 
   it('answers -1 as signal-cli on a connection that receives notifications', async () => {
