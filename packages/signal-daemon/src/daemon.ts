@@ -15,7 +15,7 @@ import winston from 'winston';
 import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from './attachments.js';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
-import { BUILTIN_CONSUMERS, consumerNameError, SSE_CONSUMER } from './consumers.js';
+import { BUILTIN_CONSUMERS, consumerNameError, POLL_CONSUMER, RELAY_CONSUMER, SSE_CONSUMER } from './consumers.js';
 import { ConfigError, RpcFailure, userError } from './errors.js';
 import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
@@ -164,6 +164,7 @@ export async function start(
             receiving: conn?.receiving ?? false,
             gone: call?.gone,
             knownConsumers,
+            defaultConsumer: conn?.fromRelay ? RELAY_CONSUMER : POLL_CONSUMER,
           });
         case 'unsubscribeReceive': {
           if (!conn) break;

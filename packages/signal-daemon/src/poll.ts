@@ -30,6 +30,8 @@ export interface PollRequest {
   /** Aborted when the caller's connection closes. */
   readonly gone: AbortSignal | undefined;
   readonly knownConsumers: ReadonlySet<string>;
+  /** The consumer when the params name none: `poll`, or `relay` on a connection from the relay. */
+  readonly defaultConsumer?: string;
 }
 
 /** Consumers with a `receive` under way: a second at the same time is refused, as signal-cli refuses it. */
@@ -42,7 +44,7 @@ export class Poller {
     const p = r.params;
     const timeout = p.timeout as number | undefined;
     const max = p.maxMessages as number | undefined;
-    const name = (p.consumer as string | undefined) ?? POLL_CONSUMER;
+    const name = (p.consumer as string | undefined) ?? r.defaultConsumer ?? POLL_CONSUMER;
     const bad = consumerNameError(name, r.knownConsumers);
     if (bad) throw new RpcFailure(RpcErrorCode.INVALID_PARAMS, `Invalid params: ${bad}`);
     // Accepted and nothing to do: nothing is downloaded when a message is received here.

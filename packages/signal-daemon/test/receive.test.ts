@@ -202,4 +202,16 @@ describe('receive (polling)', () => {
     const flags = { timeout: 0, ignoreAttachments: true, 'ignore-avatars': true, ignoreStickers: true };
     expect((await rpc(a.http!, 'receive', flags)).result).toEqual([]);
   });
+  it('polls as the relay consumer on a connection from the relay source address', async () => {
+    await sendToA('via-relay');
+    const relay = await TcpClient.connect(a.tcp!, '127.0.0.2');
+    try {
+      expect(texts((await relay.call('receive', { timeout: 0 })).result)).toEqual(['via-relay']);
+      expect((await relay.call('receive', { timeout: 0 }, 2)).result).toEqual([]);
+    } finally {
+      relay.close();
+    }
+    // The relay's poll took nothing from `poll`.
+    expect(texts((await rpc(a.http!, 'receive', { timeout: 0 })).result)).toEqual(['via-relay']);
+  });
 });
