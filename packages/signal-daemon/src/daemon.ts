@@ -313,6 +313,7 @@ export async function start(
         closed.push(closeServer(metricsSrv));
         metricsSrv.closeAllConnections();
       }
+      poller.close();
       await dispatcher.drain(config.shutdownGraceMs);
       http?.closeStreams();
       tcp?.closeConnections();

@@ -37,6 +37,8 @@ export interface PollRequest {
 /** Consumers with a `receive` under way: a second at the same time is refused, as signal-cli refuses it. */
 export class Poller {
   private readonly busy = new Set<string>();
+  /** Aborted when the daemon shuts down: every wait ends (answered with what is there). */
+  private readonly closing = new AbortController();
 
   constructor(private readonly inbox: Inbox) {}
 
@@ -94,11 +96,19 @@ export class Poller {
         if (timer) clearTimeout(timer);
         this.inbox.off('appended', done);
         gone?.removeEventListener('abort', done);
+        this.closing.signal.removeEventListener('abort', done);
         resolve();
       };
       if (ms !== null) timer = setTimeout(done, ms);
       this.inbox.on('appended', done);
       gone?.addEventListener('abort', done);
+      if (this.closing.signal.aborted) done();
+      else this.closing.signal.addEventListener('abort', done, { once: true });
     });
+  }
+
+  /** Ends every wait under way, so a shutdown does not wait for pollers. */
+  close(): void {
+    this.closing.abort();
   }
 }

@@ -146,14 +146,15 @@ export class Dispatcher {
     if (this.inFlight === 0 && this.idle.length > 0) for (const done of this.idle.splice(0)) done();
   }
 
-  /** Resolves when no call is under way, or after `ms`, whichever comes first. */
+  /** Resolves when no call is under way (and their replies are written), or after `ms`, whichever comes first. */
   drain(ms: number): Promise<void> {
     if (this.inFlight === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const t = setTimeout(resolve, ms);
       this.idle.push(() => {
         clearTimeout(t);
-        resolve();
+        // After this turn's microtasks: the last calls' replies are written before connections close.
+        setImmediate(resolve);
       });
     });
   }

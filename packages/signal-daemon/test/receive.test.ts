@@ -214,4 +214,11 @@ describe('receive (polling)', () => {
     // The relay's poll took nothing from `poll`.
     expect(texts((await rpc(a.http!, 'receive', { timeout: 0 })).result)).toEqual(['via-relay']);
   });
+  it('ends a wait at shutdown with an answer, so the daemon stops at once', async () => {
+    const d = await startDaemon(tmp.dir, '+15550032004', { shutdownGraceMs: 60_000 });
+    const waiting = rpc(d.http!, 'receive', { timeout: -1 });
+    await sleep(200);
+    await d.close();
+    expect((await waiting).result).toEqual([]);
+  });
 });
