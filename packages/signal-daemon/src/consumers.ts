@@ -13,7 +13,9 @@ export const SSE_CONSUMER = 'sse';
 export const TCP_CONSUMER = 'tcp';
 /** The consumer every TCP connection from a relay source address is (the VM consumer). */
 export const RELAY_CONSUMER = 'relay';
-export const BUILTIN_CONSUMERS: readonly string[] = [SSE_CONSUMER, TCP_CONSUMER, RELAY_CONSUMER];
+/** The consumer a `receive` poll is when it names none. */
+export const POLL_CONSUMER = 'poll';
+export const BUILTIN_CONSUMERS: readonly string[] = [SSE_CONSUMER, TCP_CONSUMER, RELAY_CONSUMER, POLL_CONSUMER];
 
 /** A consumer name: a letter or digit, then letters, digits, `.`, `_`, `-`; at most 64 in all. */
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -101,8 +103,11 @@ export class ConsumerMarks {
     return this.marks.get(name)?.seq ?? this.floor;
   }
 
-  /** A connection of `name` opens; `close` it when it goes. */
-  open(name: string, head: number): ConsumerHandle {
+  /**
+   * A connection of `name` opens; `close` it when it goes. `probe`: one gone within HOLD_GRACE_MS
+   * gives back what it was written (a `receive` poll is no probe: what it returned is taken).
+   */
+  open(name: string, head: number, probe = true): ConsumerHandle {
     let m = this.marks.get(name);
     if (!m) {
       m = { seq: Math.min(this.floor, head), written: -1, seenAt: Date.now(), seenDirty: true, connections: 0 };
@@ -122,7 +127,7 @@ export class ConsumerMarks {
         mark.connections--;
         mark.seenAt = Date.now();
         // A probe (gone within the grace, no other connection of its consumer) takes nothing away.
-        if (mark.connections === 0 && Date.now() - openedAt < HOLD_GRACE_MS && mark.seq > markAtStart) {
+        if (probe && mark.connections === 0 && Date.now() - openedAt < HOLD_GRACE_MS && mark.seq > markAtStart) {
           mark.seq = markAtStart;
           if (this.connected() === 0) this.floor = Math.max(floorAtStart, this.maxMark());
         }

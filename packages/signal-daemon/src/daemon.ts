@@ -15,13 +15,14 @@ import winston from 'winston';
 import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from './attachments.js';
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
-import { BUILTIN_CONSUMERS, consumerNameError, SSE_CONSUMER } from './consumers.js';
+import { BUILTIN_CONSUMERS, consumerNameError, POLL_CONSUMER, RELAY_CONSUMER, SSE_CONSUMER } from './consumers.js';
 import { ConfigError, RpcFailure, userError } from './errors.js';
 import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
 import { optInt, resolveParams } from './params.js';
+import { Poller } from './poll.js';
 import { Dispatcher, type Invoke } from './rpc.js';
 import { SignalCliBackend } from './signalcli/backend.js';
 import { checkSizes } from './sizes.js';
@@ -140,11 +141,12 @@ export async function start(
   pruner.unref();
 
   const dispatcher = new Dispatcher(logger, config.maxBatch);
+  const poller = new Poller(box);
 
   /** Methods of the daemon itself (answered at once), then the backend's. */
   const invokeFor =
     (conn: TcpConnection | null): Invoke =>
-    (method, params) => {
+    (method, params, call) => {
       switch (method) {
         case 'version':
           // signal-cli's shape; the interface offered is in /api/v1/check's signalCliInterface.
@@ -158,6 +160,15 @@ export async function start(
           if (bad) throw new RpcFailure(RpcErrorCode.INVALID_PARAMS, `Invalid params: ${bad}`);
           return conn.subscribe(name as string);
         }
+        case 'receive':
+          // Served from the inbox with either backend (see poll.ts): signal-cli receives continuously to fill it.
+          return poller.receive({
+            params: resolveParams(method, params),
+            receiving: conn?.receiving ?? false,
+            gone: call?.gone,
+            knownConsumers,
+            defaultConsumer: conn?.fromRelay ? RELAY_CONSUMER : POLL_CONSUMER,
+          });
         case 'unsubscribeReceive': {
           if (!conn) break;
           // As signal-cli: the id as {"subscription":ID} or [ID]; missing or unknown is a user error (-1).
@@ -320,6 +331,7 @@ export async function start(
         closed.push(closeServer(metricsSrv));
         metricsSrv.closeAllConnections();
       }
+      poller.close();
       await dispatcher.drain(config.shutdownGraceMs);
       http?.closeStreams();
       tcp?.closeConnections();

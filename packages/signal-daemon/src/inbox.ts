@@ -129,9 +129,9 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   // ---- held messages ----------------------------------------------------------------------
 
   /** The first message held for `consumer` (its seq and arrival), or null when none is. */
-  private firstHeld(consumer: string, now: number): { seq: number; receivedAt: number } | null {
+  private firstHeld(consumer: string, now: number, evenOff = false): { seq: number; receivedAt: number } | null {
     const mark = this.marks.mark(consumer);
-    if (!this.hold.enabled || mark >= this.headSeq) return null;
+    if ((!this.hold.enabled && !evenOff) || mark >= this.headSeq) return null;
     const from = Math.max(mark, this.headSeq - this.hold.messages);
     const first = this.stmts.firstHeld.get(this.account, from, now - this.hold.hours * 3_600_000, this.hold.bytes) as
       | { seq: number; receivedAt: number }
@@ -149,14 +149,23 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     return first === null ? this.headSeq : first.seq - 1;
   }
 
+  /**
+   * Where a `receive` poll of `consumer` starts: after its mark, within the hold's bounds, also
+   * with holding off (a poller gets what arrived between its polls: that is what polling means).
+   */
+  pollStart(consumer: string, now = Date.now()): number {
+    const first = this.firstHeld(consumer, now, true);
+    return first === null ? this.headSeq : first.seq - 1;
+  }
+
   /** The messages held for `consumer`. */
   held(consumer: string): number {
     return this.headSeq - this.heldStart(consumer);
   }
 
   /** A connection of `consumer` opens (an SSE stream, a TCP connection receiving); `close` it when it goes. */
-  consumer(name: string): ConsumerHandle {
-    return this.marks.open(name, this.headSeq);
+  consumer(name: string, probe = true): ConsumerHandle {
+    return this.marks.open(name, this.headSeq, probe);
   }
 
   /**

@@ -21,6 +21,8 @@ export type ParamType =
   | 'boolean'
   /** A safe integer. */
   | 'integer'
+  /** A finite number (e.g. seconds, 0.5 too). */
+  | 'number'
   /** A message timestamp: a positive safe integer. */
   | 'timestamp';
 
@@ -65,6 +67,17 @@ export const METHOD_PARAMS: Readonly<Record<string, MethodParams>> = {
   version: {},
   subscribeReceive: { consumer: one('string') },
   unsubscribeReceive: { subscription: one('integer') },
+  // JSON-RPC's own (ReceiveParams) and the command line's flags; see poll.ts.
+  receive: {
+    timeout: one('number'),
+    maxMessages: one('integer'),
+    consumer: one('string'),
+    ignoreAttachments: one('boolean'),
+    ignoreStories: one('boolean'),
+    ignoreAvatars: one('boolean'),
+    ignoreStickers: one('boolean'),
+    sendReadReceipts: refused(one('boolean'), 'read receipts are sent with sendReceipt'),
+  },
   subscribeCallEvents: {},
   unsubscribeCallEvents: { subscription: one('integer') },
 

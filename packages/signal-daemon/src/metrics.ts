@@ -68,9 +68,9 @@ export class DaemonMetrics {
       const name = code === RpcErrorCode.METHOD_NOT_FOUND ? 'unknown' : method;
       this.calls.inc([name, transport, OUTCOME[code] ?? `error_${Math.abs(code)}`]);
     };
-    return (method, params) =>
+    return (method, params, call) =>
       settle(
-        () => invoke(method, params),
+        () => invoke(method, params, call),
         (value) => {
           ok(method);
           return value;

@@ -144,6 +144,10 @@ function check(key: string, spec: ParamSpec, v: unknown, inList: boolean): void 
       if (typeof v !== 'number' || !Number.isSafeInteger(v))
         throw invalidParams(`${what} ${inList ? 'integers' : 'an integer'}, got ${brief(v)}`);
       return;
+    case 'number':
+      if (typeof v !== 'number' || !Number.isFinite(v))
+        throw invalidParams(`${what} ${inList ? 'numbers' : 'a number'}, got ${brief(v)}`);
+      return;
     case 'timestamp':
       if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) {
         throw invalidParams(

@@ -17,7 +17,35 @@ import { RpcFailure } from './errors.js';
  * as the request was read; one that waits returns a promise. Throws (or rejects with) RpcFailure,
  * or anything else, which becomes -32603.
  */
-export type Invoke = (method: string, params: unknown) => unknown;
+export type Invoke = (method: string, params: unknown, call?: CallContext) => unknown;
+
+/** What a method may know of the caller: `gone` is aborted when the caller's connection closes. */
+export interface CallContext {
+  readonly gone: AbortSignal;
+}
+
+/**
+ * The call context of a connection (an HTTP response, a TCP socket): its signal is made when first
+ * asked for (most calls never ask), and aborted at the first of `events`, or at once when the
+ * connection is gone already.
+ */
+export function callContext(
+  conn: { once(event: string, listener: () => void): unknown; readonly destroyed: boolean },
+  events: readonly string[] = ['close'],
+): CallContext {
+  let controller: AbortController | undefined;
+  return {
+    get gone() {
+      if (!controller) {
+        const c = new AbortController();
+        controller = c;
+        if (conn.destroyed) c.abort();
+        else for (const event of events) conn.once(event, () => c.abort());
+      }
+      return controller.signal;
+    },
+  };
+}
 
 export type Reply = JsonRpcResponse | JsonRpcResponse[] | undefined;
 
@@ -118,14 +146,15 @@ export class Dispatcher {
     if (this.inFlight === 0 && this.idle.length > 0) for (const done of this.idle.splice(0)) done();
   }
 
-  /** Resolves when no call is under way, or after `ms`, whichever comes first. */
+  /** Resolves when no call is under way (and their replies are written), or after `ms`, whichever comes first. */
   drain(ms: number): Promise<void> {
     if (this.inFlight === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const t = setTimeout(resolve, ms);
       this.idle.push(() => {
         clearTimeout(t);
-        resolve();
+        // After this turn's microtasks: the last calls' replies are written before connections close.
+        setImmediate(resolve);
       });
     });
   }

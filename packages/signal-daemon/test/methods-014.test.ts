@@ -18,7 +18,7 @@ const B = '+15550014102';
 /**
  * Every method of signal-cli 0.14.x's JSON-RPC interface: its commands (Commands.java, less the
  * command-line-only daemon, jsonRpc and link), the dispatcher's subscriptions, and 0.14.8's
- * terminateGroup. `receive` (manual mode's polling) is built separately and not listed here.
+ * terminateGroup, and `receive` (manual mode's polling).
  */
 export const SIGNAL_CLI_014_METHODS = [
   'acceptCall',
@@ -42,6 +42,7 @@ export const SIGNAL_CLI_014_METHODS = [
   'listIdentities',
   'listStickerPacks',
   'quitGroup',
+  'receive',
   'register',
   'rejectCall',
   'remoteDelete',
@@ -129,6 +130,9 @@ const BAD: readonly (readonly [string, Record<string, unknown>, string])[] = [
   ['updateAccount', { username: 'alice.01' }, 'username'],
   ['updateConfiguration', { readReceipts: 'yes' }, 'readReceipts'],
   ['removeContact', {}, 'recipient'],
+  ['receive', { maxMessages: 1.5 }, 'maxMessages'],
+  ['receive', { timeout: 'soon' }, 'timeout'],
+  ['receive', { sendReadReceipts: true }, 'sendReadReceipts'],
   ['updateGroup', { name: 'g', avatar: '/etc/hostname' }, 'attachment'],
   ['send', { recipient: B, sticker: 'cats:1' }, 'sticker'],
 ];
@@ -185,7 +189,7 @@ describe('signal-cli 0.14 method surface on the embedded network', () => {
     const missing: string[] = [];
     for (const method of SIGNAL_CLI_014_METHODS) {
       // finishLink would wait for a primary: given a URI no one will accept, it is refused at once.
-      const params = method === 'finishLink' ? { deviceLinkUri: 'x' } : {};
+      const params = method === 'finishLink' ? { deviceLinkUri: 'x' } : method === 'receive' ? { timeout: 0 } : {};
       // The receive subscriptions belong to a connection: TCP's (HTTP has the event stream).
       const reply = await call(method, params, method.endsWith('subscribeReceive') ? 'tcp' : 'http');
       if (reply.error?.code === -32601) missing.push(method);
@@ -220,6 +224,8 @@ describe('signal-cli 0.14 method surface on the embedded network', () => {
         expect(sse.events).toHaveLength(1);
       } finally {
         sse.close();
+        // The stream's consumer is written to the file when the daemon sees it go: not during a later snapshot.
+        while (b.inbox.consumerStates().some((c) => c.connections > 0)) await new Promise((r) => setTimeout(r, 20));
       }
     },
   );

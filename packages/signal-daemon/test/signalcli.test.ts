@@ -204,6 +204,19 @@ describe('signal-cli backend', () => {
     tcp.close();
   });
 
+  it('serves receive from the inbox that signal-cli fills (not forwarded: its child receives continuously)', async () => {
+    // The poller's first receive gets what no consumer has kept (the stream above was a probe).
+    const first = await rpc(d.http!, 'receive', { timeout: 0 });
+    expect(first.result).toEqual([
+      { envelope: envelope(1), account: A },
+      { envelope: envelope(2), account: A },
+    ]);
+    const waiting = rpc(d.http!, 'receive', { timeout: 60, 'max-messages': 1 });
+    await rpc(d.http!, '_inject', { envelopes: [envelope(3), envelope(4)] });
+    expect((await waiting).result).toEqual([{ envelope: envelope(3), account: A }]);
+    expect((await rpc(d.http!, 'receive', { timeout: 0 })).result).toEqual([{ envelope: envelope(4), account: A }]);
+  });
+
   it('ignores garbage on the child stdout and keeps answering', async () => {
     await rpc(d.http!, '_garbage');
     expect((await rpc(d.http!, 'listGroups')).result).toEqual([]);

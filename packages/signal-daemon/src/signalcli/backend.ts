@@ -31,7 +31,7 @@ interface Pending {
 }
 
 /** Methods the daemon answers itself: never forwarded. */
-const NOT_FORWARDED = new Set(['version', 'subscribeReceive', 'unsubscribeReceive']);
+const NOT_FORWARDED = new Set(['version', 'receive', 'subscribeReceive', 'unsubscribeReceive']);
 /** A child that served this long without dying has its restart backoff reset. */
 const STABLE_MS = 60_000;
 const STDERR_LINES = 20;

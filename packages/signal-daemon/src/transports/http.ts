@@ -16,7 +16,7 @@ import {
 } from '@vigil/shared-types';
 import { type ConsumerHandle, consumerNameError, SSE_CONSUMER } from '../consumers.js';
 import type { Inbox, InboxEvent } from '../inbox.js';
-import { type Dispatcher, type Invoke, type Reply, settle } from '../rpc.js';
+import { callContext, type Dispatcher, type Invoke, type Reply, settle } from '../rpc.js';
 
 /** An SSE stream stops being fed while this many bytes wait for the client. */
 const SSE_HIGH_WATER = 256 * 1024;
@@ -195,7 +195,10 @@ export class HttpTransport {
         };
         // A method that answers at once is answered here, in the same turn (see Dispatcher).
         settle(
-          () => this.o.dispatcher.dispatch(message, this.o.invoke),
+          () => {
+            const call = callContext(res);
+            return this.o.dispatcher.dispatch(message, (method, params) => this.o.invoke(method, params, call));
+          },
           (r) => respond(r as Reply),
           failed,
         );

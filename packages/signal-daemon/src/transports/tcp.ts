@@ -14,7 +14,7 @@ import {
 import type { ReceiveMode } from '../config.js';
 import { type ConsumerHandle, RELAY_CONSUMER, TCP_CONSUMER } from '../consumers.js';
 import type { Inbox } from '../inbox.js';
-import { type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
+import { callContext, type Dispatcher, type Invoke, isPending, type Reply } from '../rpc.js';
 
 /** Stop reading a connection whose peer does not read its replies past this many buffered bytes. */
 const WRITE_HIGH_WATER = 1024 * 1024;
@@ -77,7 +77,10 @@ export class TcpConnection {
   ) {
     this.framer = new LineFramer({ maxLineBytes: o.maxLineBytes });
     this.fromRelay = o.relaySources.has(sourceOf(socket));
-    this.invoke = o.invoke(this);
+    const invoke = o.invoke(this);
+    // A peer that closed its side waits for nothing more: a `receive` wait ends and is answered.
+    const call = callContext(socket, ['end', 'close']);
+    this.invoke = (method, params) => invoke(method, params, call);
     socket.setNoDelay(true);
     if (o.idleTimeoutMs > 0) this.idleTimer = setTimeout(() => this.idle(), o.idleTimeoutMs).unref();
     socket.on('data', (chunk: Buffer) => {
