@@ -52,6 +52,10 @@ export interface ServerConfig {
   readonly maxN: number;
   /** A stream that has sent nothing this long gets an SSE comment (`: keep-alive`); 0: never. */
   readonly sseKeepAliveMs: number;
+  /** A slot generating with no new token this long is stalled (/health 503, no watchdog). */
+  readonly stallAfterMs: number;
+  /** While a prompt is evaluated the bound grows by its tokens at this rate (tokens/s). */
+  readonly minPromptRate: number;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Unix seconds shown as `created` in the model list. */
@@ -76,6 +80,8 @@ export const DEFAULTS = {
   workerNice: 0,
   maxN: 4,
   sseKeepAliveMs: 5_000,
+  stallAfterMs: 15_000,
+  minPromptRate: 10,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
 } as const;
@@ -212,6 +218,8 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
     sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
+    stallAfterMs: positive('stall-after', options.stallAfterMs, 1, DEFAULTS.stallAfterMs),
+    minPromptRate: positive('min-prompt-rate', options.minPromptRate, 0.001, DEFAULTS.minPromptRate),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,
   };

@@ -23,6 +23,7 @@ import { ContextLengthError, ModelLoadError } from './errors.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
+import type { ProgressTracker } from './progress.js';
 import { GrammarCache } from './schema.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
@@ -41,6 +42,8 @@ export interface EngineOptions {
   readonly logger: Logger;
   /** Aborts loading (SIGTERM while loading). */
   readonly signal?: AbortSignal;
+  /** Told when each completion begins, makes progress and ends. */
+  readonly progress?: ProgressTracker;
 }
 
 /** What a completion is asked: the conversation and the sampling settings. */
@@ -124,6 +127,8 @@ export class Engine {
   private disposed = false;
   /** Completions generating now (adaptive threads). */
   private generating = 0;
+  /** Told when each completion begins, makes progress and ends (EngineOptions.progress). */
+  private progress: ProgressTracker | null = null;
   /** Compiled JSON-schema grammars, one per distinct schema. */
   private readonly grammars = new GrammarCache<LlamaGrammar>((schema) =>
     // The schema was checked (schema.ts) for what the grammar enforces.
@@ -216,6 +221,7 @@ export class Engine {
         adaptiveThreads: false,
         chatWrapper: chatWrapper.wrapperName,
       });
+      engine.progress = options.progress ?? null;
       // Adaptive threads: a step of a small model is too little work to divide (measured on a
       // 2-CPU host: 2 threads 1.7x slower than 1 for one completion of a 100 M model, 25x for
       // the tiny one), while several completions of a large enough model share a batch that
@@ -294,6 +300,8 @@ export class Engine {
     });
     let completionTokens = 0;
     this.generating++;
+    const progress = this.progress;
+    progress?.begin(slot, promptTokens);
     try {
       const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
       const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
@@ -312,6 +320,7 @@ export class Engine {
         signal: input.signal,
         onToken: (tokens) => {
           completionTokens += tokens.length;
+          progress?.progress(slot);
           input.onTokens?.(completionTokens);
         },
         ...(input.onText ? { onTextChunk: input.onText } : {}),
@@ -344,6 +353,7 @@ export class Engine {
         completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
       };
     } finally {
+      progress?.end(slot);
       this.generating--;
       chat.dispose({ disposeSequence: false });
     }
