@@ -80,7 +80,7 @@ export const DEFAULTS = {
   workerNice: 0,
   maxN: 4,
   sseKeepAliveMs: 5_000,
-  stallAfterMs: 15_000,
+  stallAfterMs: 10_000,
   minPromptRate: 10,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
