@@ -172,7 +172,7 @@ program
   )
   .addOption(
     opt('--stall-after <s>', 'a sequence generating with no new token this long is stalled: /health 503, no watchdog')
-      .argParser(seconds(1))
+      .argParser(seconds(0.1))
       .default(DEFAULTS.stallAfterMs / 1000),
   )
   .addOption(

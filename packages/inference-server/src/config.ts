@@ -218,7 +218,7 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
     maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
     sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
-    stallAfterMs: positive('stall-after', options.stallAfterMs, 1, DEFAULTS.stallAfterMs),
+    stallAfterMs: positive('stall-after', options.stallAfterMs, 100, DEFAULTS.stallAfterMs),
     minPromptRate: positive('min-prompt-rate', options.minPromptRate, 0.001, DEFAULTS.minPromptRate),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,

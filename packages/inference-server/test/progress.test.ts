@@ -156,4 +156,32 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
     expect(n.messages.some((m) => m.m === 'WATCHDOG=trigger')).toBe(false);
     if (seconds > 1.5) expect(watchdogTimes(n).length).toBeGreaterThan(before);
   });
+
+  it('a long prompt (no token for seconds) is not stalled: its bound grows with its size', async () => {
+    // --stall-after 0.5 s; the prompt's evaluation alone takes longer than that, and its share
+    // of the bound (its tokens at 200 tokens/s: a generous allowance on a loaded host) covers it.
+    sock = await fakeNotifySocket();
+    server = await serveTiny(
+      MODEL,
+      [...BIG_CONTEXT, '--parallel', '1', '--stall-after', '0.5', '--min-prompt-rate', '200'],
+      { NOTIFY_SOCKET: sock.path, WATCHDOG_USEC: '1000000' },
+    );
+    const s = server;
+    await waitHealthy(s.http!);
+    const long = Array.from({ length: 1500 }, (_, i) => `word${i % 97}`).join(' ');
+    const t0 = Date.now();
+    const sse = await SseCompletion.open(s.http!, chat(long, { max_tokens: 3, temperature: 0 }));
+    let firstTokenMs: number | null = null;
+    const statuses = new Set<number>();
+    while (!sse.ended) {
+      if (firstTokenMs === null && sse.events.length > 1) firstTokenMs = Date.now() - t0;
+      statuses.add((await request(s.http!, { path: '/health' })).status);
+      await sleep(50);
+    }
+    firstTokenMs ??= Date.now() - t0;
+    expect(firstTokenMs).toBeGreaterThan(700); // longer than --stall-after: the prompt's share mattered
+    expect([...statuses]).toEqual([200]);
+    expect(s.output()).not.toContain('"msg":"stalled"');
+    expect(sock.messages.some((m) => m.m === 'WATCHDOG=trigger')).toBe(false);
+  }, 90_000);
 });
