@@ -8,9 +8,10 @@
 //   node bench/steady-load.mjs [--minutes 30] [--preset tiny|small] [--max-tokens 200]
 //        [--message-every 1] [--completion-every 2] [--interval 10]
 //
-// Every --message-every seconds a JSON-RPC `send` to the daemon's HTTP listener (to a second
-// account); every --completion-every seconds a streamed chat completion of --max-tokens tokens
-// (one at a time: a slow one is not joined by the next). Prints the counts each minute and a
+// Every --message-every seconds a JSON-RPC `send` to the daemon's HTTP listener (a note to its
+// own account, `vigil start`'s default +15550000001: no second account is registered); every
+// --completion-every seconds a chat completion of --max-tokens tokens (one at a time: a slow one
+// is not joined by the next). Prints the counts each minute and a
 // final table; exit 0 when nothing was restarted and no probe failed, 1 otherwise, 2 when it
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
@@ -128,7 +129,7 @@ try {
       const r = await post(
         daemonHttp,
         '/api/v1/rpc',
-        { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000002'], message: `steady ${i}` }, id: i },
+        { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000001'], message: `steady ${i}` }, id: i },
         10_000,
       );
       if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
