@@ -32,9 +32,11 @@
 // (--max-wait S sets it for every fault). The floor:
 //   kill   the supervisor's first restart delay + load
 //   stop   the guardian's next tick, then failuresBeforeRestart failing ticks (each: busyCheckS
-//          while a success is recent, then probeBudgetS), + load
+//          while a success is recent, then probeBudgetS), or the supervisor's watchdog (half its
+//          period after the fault at best, then its first restart delay), the sooner, + load
 //   hang   ticks inside busyWindowS of the client's success are deferred; then
-//          failuresBeforeRestart ticks of probeBudgetS each, + load
+//          failuresBeforeRestart ticks of probeBudgetS each; or the server's --stall-after,
+//          which triggers the watchdog, then the first restart delay; the sooner, + load
 //   fatal  the guardian's next tick + load (of the fallback)
 // where "load" is the fastest time from spawning the inference server on the same model to its
 // first successful completion (5 runs, before the stacks), and the next tick is taken from the
@@ -57,6 +59,8 @@ const HANG = join(ROOT, 'bench/hang-threads.py');
 const { parseConfig } = await import('@vigil/guardian');
 const { findProcesses, pidAlive } = await import('../packages/shared-types/dist/node/index.js');
 const { RESTART_POLICY } = await import('../packages/stack/dist/restart-policy.js');
+const { WATCHDOG_MS } = await import('../packages/stack/dist/watchdog.js');
+const { DEFAULTS: INFERENCE_DEFAULTS } = await import('../packages/inference-server/dist/config.js');
 
 const args = process.argv.slice(2);
 const flag = (name, def) => {
@@ -355,13 +359,24 @@ function detectionFloor(fault, cfg, firstTick, afterS) {
     case 'kill':
       return RESTART_POLICY.firstDelayMs / 1000;
     case 'stop':
-      return detection({
-        ...base,
-        skips: () => false,
-        duration: (t) => (recent(t) ? cfg.busyCheckS : 0) + cfg.probeBudgetS,
-      });
+      // The guardian's failing ticks, or the supervisor's watchdog (issue 30): the last beat came
+      // at most half a period before the fault; then the first restart delay.
+      return Math.min(
+        detection({
+          ...base,
+          skips: () => false,
+          duration: (t) => (recent(t) ? cfg.busyCheckS : 0) + cfg.probeBudgetS,
+        }),
+        WATCHDOG_MS / 2000 + RESTART_POLICY.firstDelayMs / 1000,
+      );
     case 'hang':
-      return detection({ ...base, skips: recent, duration: () => cfg.probeBudgetS });
+      // The guardian's ticks, or the server's own stall (--stall-after after the first stalled
+      // completion began: a lower bound, the prompt's share left out), which triggers the
+      // watchdog; then the first restart delay.
+      return Math.min(
+        detection({ ...base, skips: recent, duration: () => cfg.probeBudgetS }),
+        INFERENCE_DEFAULTS.stallAfterMs / 1000 + RESTART_POLICY.firstDelayMs / 1000,
+      );
     case 'fatal':
       return firstTick;
   }
@@ -523,6 +538,22 @@ function printTable(rows, loads) {
       console.log(
         `  SIGSTOP ${fmt(stop.sinceSuccessS)} s after a success: served again within 90 s and the stopped process gone: ${met ? 'yes' : 'no'} (${fmt(stop.recoveredS)} s, gone: ${stop.oldProcessGone ? 'yes' : 'no'})`,
       );
+    }
+  }
+  const goals = [
+    [INTERVAL, 'hang', 30],
+    [INTERVAL, 'stop', 30],
+    [SLOW_INTERVAL, 'hang', 150],
+    [SLOW_INTERVAL, 'stop', 150],
+  ].filter(([i]) => i === 10 || i === 60);
+  const met = goals
+    .map(([i, f, goal]) => [i, f, goal, rows.find((r) => r.interval === i && r.fault === f && !r.error)])
+    .filter(([, , , r]) => r);
+  if (met.length > 0) {
+    console.log('\nissue 30, done when:');
+    for (const [i, f, goal, r] of met) {
+      const ok = r.recoveredS !== null && r.recoveredS <= goal;
+      console.log(`  ${i} s ticks, ${f}: served again within ${goal} s: ${ok ? 'yes' : 'no'} (${fmt(r.recoveredS)} s)`);
     }
   }
   for (const r of rows.filter((x) => x.diagnosis)) {

@@ -1,9 +1,9 @@
 import { ExitCode, envVarFor } from '@vigil/shared-types';
-import { runCli, stopOnSignals } from '@vigil/shared-types/node';
+import { runCli, serviceNotifier, stopOnSignals } from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import { loadConfig } from './config.js';
 import { Guardian, type StatusReport } from './guardian.js';
-import { runLoop } from './loop.js';
+import { runLoop, TickClock } from './loop.js';
 import { VERSION } from './version.js';
 
 const BIN = 'guardian';
@@ -78,7 +78,15 @@ program
   .action((o: { config: string }) =>
     withGuardian(o.config, async (g) => {
       const stop = new AbortController();
-      const loop = runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`));
+      const c = g.config;
+      // The longest a tick may take by the guardian's own limits: its probes, the commands of a
+      // restart or fallback, and the start-up grace that follows one.
+      const maxTickMs = (c.busyCheckS + 3 * c.probeBudgetS + 3 * c.commandTimeoutS + c.startGraceS + 90) * 1000;
+      const clock = new TickClock(c.intervalS * 1000, maxTickMs);
+      // systemd's Type=notify (or the dev supervisor): the watchdog is fed while the ticks run.
+      const notifier = serviceNotifier({ healthy: () => clock.late(), warn: say });
+      const loop = runLoop(g, stop.signal, (err) => say(`tick skipped: ${err.message}`), clock);
+      notifier.ready(`probing every ${c.intervalS} s`);
       // SIGTERM/SIGINT: the tick under way ends (its probe aborted), then exit 0; a second signal
       // exits 1 at once. When that tick ended otherwise (a person is needed: 2; an error), close
       // does not return: this action sets the exit code and the process ends by itself.
@@ -90,6 +98,7 @@ program
           },
         },
         { info: () => {}, error: () => {} },
+        notifier,
       );
       const code = await loop;
       if (code === ExitCode.MANUAL) say(manualLine(g, o.config));

@@ -256,6 +256,7 @@ export class Guardian {
           ms: r.ms,
           ...(r.cause ? { cause: r.cause } : {}),
           ...(r.snippet !== undefined ? { snippet: r.snippet } : {}),
+          ...(r.busy ? { busy: r.busy } : {}),
         };
       }
       case 'integrity':

@@ -19,10 +19,11 @@ export { ConfigFileError, NotConfiguredError, StateBusyError, StateFileError } f
 export { Guardian, type GuardianOptions, type StatusReport } from './guardian.js';
 export { checkIntegrity, type IntegrityResult, sha256File } from './integrity.js';
 export { endPosition, type LogLine, type LogPosition, type LogRead, readNewLines } from './logreader.js';
-export { runLoop } from './loop.js';
+export { runLoop, TickClock } from './loop.js';
 export {
   type Action,
   type Alerting,
+  type BusyAnswer,
   type Decision,
   decide,
   event,
@@ -41,6 +42,6 @@ export {
   type Step,
   type Target,
 } from './machine.js';
-export { classifyError, excerpt, judgeReply, type ProbeResult, Prober, type ProbeTarget } from './probe.js';
+export { busyAnswer, classifyError, excerpt, judgeReply, type ProbeResult, Prober, type ProbeTarget } from './probe.js';
 export { freshState, parseState, STATE_VERSION, StateFile, type StateFileData } from './state-file.js';
 export { VERSION } from './version.js';

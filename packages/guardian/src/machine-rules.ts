@@ -2,24 +2,25 @@
  * The pure rules of the guardian's recovery decisions (issues 18 and 19): the busy deferral, the
  * start-up grace, which root causes a fallback swap replaces.
  */
-import type { RootCause } from './machine-types.js';
+import type { BusyAnswer, RootCause } from './machine-types.js';
 
 /**
- * Busy deferral (spec 3.1, DESIGN 5): a client's success within the busy window defers the probes,
- * but only for a server that answers its static model list within `busyCheckS` (`answered`): a
- * server that refuses connections or does not answer (crashed, SIGSTOPped) is not busy.
- * `answered` null: not checked yet. 'check': ask the model list; 'skip': `probe_skip_busy`;
- * 'probe': the normal probes.
+ * Busy deferral (spec 3.1, DESIGN 5, issue 30): a client's success within the busy window defers
+ * the probes only while the server is busy: work in flight that is progressing. A server that
+ * reports no progress past its bound, has no work, or cannot say so within `busyCheckS` is not
+ * busy, and is probed. A server that answers but reports no progress keeps the spec's rule
+ * (it answered: busy). `answer` null: not checked yet. 'check': ask the server; 'skip':
+ * `probe_skip_busy`; 'probe': the normal probes.
  */
 export function busyDecision(
   lastSuccessAt: number | null,
   now: number,
   busyWindowS: number,
-  answered: boolean | null,
+  answer: BusyAnswer | null,
 ): 'check' | 'skip' | 'probe' {
   if (lastSuccessAt === null || !(now - lastSuccessAt < busyWindowS)) return 'probe';
-  if (answered === null) return 'check';
-  return answered ? 'skip' : 'probe';
+  if (answer === null) return 'check';
+  return answer === 'progressing' || answer === 'unreported' ? 'skip' : 'probe';
 }
 
 /** Causes that mean "not up yet" while a backend starts: refused connections, 503 `model_loading`. */

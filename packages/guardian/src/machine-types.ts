@@ -16,6 +16,17 @@ import {
 export type Target = 'primary' | 'fallback';
 /** `busy`: the quick model-list check that a recent client success may defer the probes (18.1). */
 export type ProbeKind = 'chat' | 'models' | 'canary' | 'busy';
+/**
+ * What the server said, within `busyCheckS`, about the work it has (its /health `progress`):
+ * - `progressing`: completions in flight, none past its bound;
+ * - `idle`: nothing in flight;
+ * - `stalled`: a completion has made no progress for longer than the server's bound (503);
+ * - `not_serving`: another 503 (loading, stuck sequences);
+ * - `unreported`: it answered but reports no progress (a server without it);
+ * - `no_answer`: refused, reset, or no reply within busyCheckS (crashed, SIGSTOPped).
+ */
+export type BusyAnswer = 'progressing' | 'idle' | 'stalled' | 'not_serving' | 'unreported' | 'no_answer';
+
 export type Step = 'integrity' | ProbeKind;
 export type Purpose = 'remediate' | 'activate' | 'restore';
 
@@ -167,6 +178,8 @@ export type Observation =
       readonly type: 'probe';
       readonly probe: ProbeKind;
       readonly ok: boolean;
+      /** The busy check's answer (absent: `ok` says answered, unreported, or not). */
+      readonly busy?: BusyAnswer;
       readonly ms: number;
       readonly cause?: RootCause;
       readonly snippet?: string;

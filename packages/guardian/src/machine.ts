@@ -113,11 +113,12 @@ function onBusyCheck(b: Builder, o: Extract<Observation, { type: 'probe' }>): vo
   const { s, c, now } = b;
   const at = s.busyAt;
   s.busyAt = null;
-  if (busyDecision(at, now, c.busyWindowS, o.ok) === 'skip' && at !== null) {
+  const answer = o.busy ?? (o.ok ? 'unreported' : 'no_answer');
+  if (busyDecision(at, now, c.busyWindowS, answer) === 'skip' && at !== null) {
     // Busy: no probe, no escalation.
     b.emit('probe_skip_busy', { recent_success_age_s: roundS(Math.max(0, now - at)) });
   } else {
-    // Refused, or no answer within busyCheckS: not busy; the probes find out and count.
+    // Stalled, idle, refused, or no answer within busyCheckS: not busy; the probes find out and count.
     planProbes(b);
   }
   b.next();

@@ -17,7 +17,7 @@ import {
   terminalSafe,
 } from '@vigil/shared-types';
 import got, { type Got, RequestError } from 'got';
-import type { ProbeKind, RootCause } from './machine.js';
+import type { BusyAnswer, ProbeKind, RootCause } from './machine.js';
 
 /** Mutual TLS: the server's mTLS listener, the client certificate and key, the CA of the server. */
 export interface MtlsTarget {
@@ -42,7 +42,7 @@ export interface ProbeSettings {
   readonly prompt: string;
   readonly canaryPrompt: string;
   readonly canaryMaxTokens: number;
-  /** The busy check's limit: a model list slower than this is "not answering". */
+  /** The busy check's limit: a server that does not report its progress within it is "not answering". */
   readonly busyCheckMs?: number;
 }
 
@@ -53,6 +53,8 @@ export interface ProbeResult {
   readonly cause?: RootCause;
   /** An excerpt of what came back (or of the error), for the log. */
   readonly snippet?: string;
+  /** The busy check's answer (kind 'busy' only). */
+  readonly busy?: BusyAnswer;
   /** When the probe started and ended (Unix seconds): its own line in an access log is not "busy". */
   readonly startedAt: number;
   readonly endedAt: number;
@@ -75,13 +77,32 @@ export function classifyError(err: unknown): RootCause {
   return 'network';
 }
 
+/**
+ * The busy check's reading of a /health reply (issue 30): whether the server has work in flight
+ * and makes progress on it. Pure.
+ */
+export function busyAnswer(status: number, body: string): BusyAnswer {
+  let reply: { status?: unknown; progress?: { in_flight?: unknown; stalled?: unknown } } = {};
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    if (parsed && typeof parsed === 'object') reply = parsed as typeof reply;
+  } catch {
+    // not JSON: a server that does not report progress
+  }
+  if (status === 503) return reply.status === 'stalled' ? 'stalled' : 'not_serving';
+  const p = reply.progress;
+  if (status !== 200 || !p || typeof p.in_flight !== 'number') return 'unreported';
+  if (typeof p.stalled === 'number' && p.stalled > 0) return 'stalled';
+  return p.in_flight > 0 ? 'progressing' : 'idle';
+}
+
 /** Judges a reply: the root cause of a failure, or null when the probe succeeded. */
 export function judgeReply(kind: ProbeKind, status: number, body: string): RootCause | null {
   if (status === 503 && body.includes('model_loading')) return 'loading';
   if (status < 200 || status > 299) return 'http_error';
   if (body.trim() === '') return 'empty_reply';
   if (kind === 'chat') return isProbeSuccess(body) ? null : 'no_content';
-  if (kind === 'models' || kind === 'busy') {
+  if (kind === 'models') {
     try {
       const list = JSON.parse(body) as { data?: unknown };
       return Array.isArray(list.data) ? null : 'no_content';
@@ -122,7 +143,7 @@ export class Prober {
       : `http://${formatHostPort(target.http)}`;
     const startedAt = Date.now() / 1000;
     const t0 = performance.now();
-    const finish = (r: { ok: boolean; cause?: RootCause; snippet?: string }): ProbeResult => ({
+    const finish = (r: { ok: boolean; cause?: RootCause; snippet?: string; busy?: BusyAnswer }): ProbeResult => ({
       ...r,
       ms: performance.now() - t0,
       startedAt,
@@ -140,8 +161,13 @@ export class Prober {
           ? { headers: { authorization: `Bearer ${readFileSync(target.apiKeyFile, 'utf8').split('\n')[0]!.trim()}` } }
           : {}),
       };
+      if (kind === 'busy') {
+        // Its progress, from /health (no key needed); any reply is an answer.
+        const res = await this.client.get(`${base}${INFERENCE_PATHS.health}`, options);
+        return finish({ ok: true, busy: busyAnswer(res.statusCode, res.body) });
+      }
       const res =
-        kind === 'models' || kind === 'busy'
+        kind === 'models'
           ? await this.client.get(`${base}${INFERENCE_PATHS.models}`, options)
           : await this.client.post(`${base}${INFERENCE_PATHS.chatCompletions}`, {
               ...options,

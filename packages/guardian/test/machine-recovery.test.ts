@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from '@jest/globals';
 import {
+  type BusyAnswer,
   busyDecision,
   INITIAL_STATE,
   isLoading,
@@ -30,16 +31,21 @@ const C: MachineConfig = { ...CHAT_ONLY, integrity: false };
 const drive = (state: MachineState, first: Observation, now: number, world: World = {}) =>
   driveWith(state, first, now, world, C);
 
-describe('busy deferral (issue 18.1): the pure decision', () => {
-  const rows: [string, number | null, boolean | null, 'check' | 'skip' | 'probe'][] = [
+describe('busy deferral (issues 18.1, 30): the pure decision', () => {
+  const rows: [string, number | null, BusyAnswer | null, 'check' | 'skip' | 'probe'][] = [
     ['no success logged', null, null, 'probe'],
+    ['no success logged, even with work progressing', null, 'progressing', 'probe'],
     ['a success 30 s ago, not checked yet', T0 - 30, null, 'check'],
-    ['a success 30 s ago, the model list answered', T0 - 30, true, 'skip'],
-    ['a success 30 s ago, connection refused (crashed)', T0 - 30, false, 'probe'],
-    ['a success 5 s ago, no model list within busyCheckS (SIGSTOPped)', T0 - 5, false, 'probe'],
+    ['a success 30 s ago, work in flight and progressing', T0 - 30, 'progressing', 'skip'],
+    ['a success 30 s ago, a slot with no progress past its bound (spec 3.4 hang)', T0 - 30, 'stalled', 'probe'],
+    ['a success 30 s ago, nothing in flight (idle: a probe costs nothing)', T0 - 30, 'idle', 'probe'],
+    ['a success 30 s ago, /health 503 for another reason (loading)', T0 - 30, 'not_serving', 'probe'],
+    ['a success 30 s ago, it answered but reports no progress (the spec rule)', T0 - 30, 'unreported', 'skip'],
+    ['a success 30 s ago, connection refused (crashed)', T0 - 30, 'no_answer', 'probe'],
+    ['a success 5 s ago, no answer within busyCheckS (SIGSTOPped)', T0 - 5, 'no_answer', 'probe'],
     ['a success 90 s ago: outside the window', T0 - 90, null, 'probe'],
-    ['a success 90 s ago, even if answering', T0 - 90, true, 'probe'],
-    ['a success 89.9 s ago, answering', T0 - 89.9, true, 'skip'],
+    ['a success 90 s ago, even if progressing', T0 - 90, 'progressing', 'probe'],
+    ['a success 89.9 s ago, progressing', T0 - 89.9, 'progressing', 'skip'],
   ];
   it.each(rows)('%s', (_what, at, answered, expected) => {
     expect(busyDecision(at, T0, 90, answered)).toBe(expected);
@@ -49,7 +55,21 @@ describe('busy deferral (issue 18.1): the pure decision', () => {
 describe('busy deferral (issue 18.1): the machine', () => {
   const S = { ...INITIAL_STATE, lastOkAt: T0 - 17 };
   const rows: [string, ProbeAnswer, string[], string[], number][] = [
-    ['the model list answers → probe_skip_busy, no chat probe', { ok: true }, ['busy@primary'], ['probe_skip_busy'], 0],
+    [
+      'the server answers, no progress report → probe_skip_busy, no chat probe',
+      { ok: true },
+      ['busy@primary'],
+      ['probe_skip_busy'],
+      0,
+    ],
+    [
+      'work in flight, progressing → probe_skip_busy, no chat probe',
+      { ok: true, busy: 'progressing' },
+      ['busy@primary'],
+      ['probe_skip_busy'],
+      0,
+    ],
+
     [
       'connection refused → not busy: the chat probe runs and counts',
       { ok: false, cause: 'refused', snippet: 'ECONNREFUSED' },
@@ -71,6 +91,18 @@ describe('busy deferral (issue 18.1): the machine', () => {
     expect(names(r)).toEqual(expEvents);
     expect(r.state.consecutive).toBe(consecutive);
   });
+
+  it.each(['stalled', 'idle', 'not_serving'] as const)(
+    'the server reports %s → not busy: the chat probe runs (a hung one fails and counts)',
+    (busy) => {
+      const r = drive(S, tick({ lastSuccessAt: T0 - 17 }), T0, {
+        probe: (a) => (a.probe === 'busy' ? { ok: true, busy } : { ok: false, cause: 'timeout', snippet: 'no reply' }),
+      });
+      expect(probes(r)).toEqual(['busy@primary', 'chat@primary']);
+      expect(names(r)).toEqual(['probe_fail']);
+      expect(r.state.consecutive).toBe(1);
+    },
+  );
 
   it('a second not-busy tick restarts (the spec row "second consecutive failure")', () => {
     const refused = { ok: false, cause: 'refused' as const, snippet: 'ECONNREFUSED' };

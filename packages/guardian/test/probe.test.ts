@@ -3,7 +3,7 @@
  * classified, what the request looks like, and that the budget bounds every probe.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Prober } from '../src/probe.js';
+import { busyAnswer, Prober } from '../src/probe.js';
 import { type FaultServer, freePort, startFault, tmpDir } from './helpers.js';
 
 const tmp = tmpDir();
@@ -95,5 +95,31 @@ describe('the model-list probe and the canary', () => {
       max_tokens: 16,
       temperature: 0,
     });
+  });
+});
+
+describe('the busy check: what /health says about progress (issue 30)', () => {
+  const P = (p: object) => JSON.stringify({ status: 'ok', progress: p });
+  it.each([
+    ['work in flight, no stall', 200, P({ in_flight: 2, stalled: 0 }), 'progressing'],
+    ['nothing in flight', 200, P({ in_flight: 0, stalled: 0 }), 'idle'],
+    ['a stalled slot (503)', 503, JSON.stringify({ status: 'stalled', reason: 'slot 0 …', progress: {} }), 'stalled'],
+    ['a stalled count in a 200 (defensive)', 200, P({ in_flight: 1, stalled: 1 }), 'stalled'],
+    ['loading (503)', 503, JSON.stringify({ status: 'loading' }), 'not_serving'],
+    ['a 503 that is not JSON', 503, 'Service Unavailable', 'not_serving'],
+    ['a 200 without progress (another server)', 200, JSON.stringify({ status: 'ok' }), 'unreported'],
+    ['no /health at all (404)', 404, 'not found', 'unreported'],
+    ['a 200 that is not JSON', 200, 'OK', 'unreported'],
+  ])('%s → %s', (_what, status, body, expected) => {
+    expect(busyAnswer(status as number, body as string)).toBe(expected);
+  });
+
+  it('asks /health and reports an answer; a server that does not answer is no_answer to the machine', async () => {
+    const r = await prober.probe('busy', target());
+    expect(r.ok).toBe(true);
+    expect(r.busy).toEqual(expect.stringMatching(/^(progressing|idle|stalled|not_serving|unreported)$/));
+    const refused = await prober.probe('busy', { http: { host: '127.0.0.1', port: await freePort() }, model: 'tiny' });
+    expect(refused).toMatchObject({ ok: false, cause: 'refused' });
+    expect(refused.busy).toBeUndefined();
   });
 });

@@ -255,8 +255,9 @@ describe('busy deferral', () => {
     expect(e).toMatchObject({ event: 'probe_skip_busy', level: 'info' });
     expect(e!.recent_success_age_s).toBeGreaterThanOrEqual(5);
     expect(e!.recent_success_age_s).toBeLessThan(60);
-    // Only the quick model-list check that the server still answers: no completion.
-    expect(s.received()).toEqual([{ method: 'GET', path: '/v1/models', body: '' }]);
+    // Only the quick check of what the server reports (its /health; this one reports no
+    // progress, so the spec's rule holds): no completion.
+    expect(s.received()).toEqual([{ method: 'GET', path: '/health', body: '' }]);
   });
 
   it('skips it after a "POST /v1/chat/completions HTTP/1.1" 200 in the fallback access log, but not after a 500', async () => {

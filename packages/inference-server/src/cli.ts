@@ -1,7 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, ExitCode, envVarFor, type HostPort, parseListen, splitList } from '@vigil/shared-types';
-import { ensureDir, PRIVATE_DIR, PRIVATE_FILE, runCli, stopOnSignals, writeFileAtomic } from '@vigil/shared-types/node';
+import {
+  ensureDir,
+  PRIVATE_DIR,
+  PRIVATE_FILE,
+  runCli,
+  serviceNotifier,
+  stopOnSignals,
+  writeFileAtomic,
+} from '@vigil/shared-types/node';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { generateCerts } from './certs.js';
 import { DEFAULTS, defaultThreads, GPU_CHOICES, type GpuChoice, physicalCores } from './config.js';
@@ -222,6 +230,16 @@ program
       .argParser(seconds(0))
       .default(DEFAULTS.sseKeepAliveMs / 1000),
   )
+  .addOption(
+    opt('--stall-after <s>', 'a sequence generating with no new token this long is stalled: /health 503, no watchdog')
+      .argParser(seconds(0.1))
+      .default(DEFAULTS.stallAfterMs / 1000),
+  )
+  .addOption(
+    opt('--min-prompt-rate <tokens/s>', 'while a prompt is evaluated the stall bound grows by its tokens at this rate')
+      .argParser(seconds(0.001))
+      .default(DEFAULTS.minPromptRate),
+  )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
   .action(async (o, cmd: Command) => {
@@ -234,6 +252,15 @@ program
       started = { resolve, reject };
     });
     server$.catch(() => {});
+    // systemd's Type=notify (or the dev supervisor): READY=1 once the listeners answer (the model
+    // loads behind /health); the watchdog is fed while the event loop turns and no sequence is
+    // stalled, and a stall triggers it at once.
+    let handle: ServerHandle | null = null;
+    const notifier = serviceNotifier({
+      healthy: () => handle?.stalled() ?? null,
+      trigger: true,
+      warn: (m) => logger.warn(m),
+    });
     // Handlers first: a signal that comes during start-up is not lost; the server is closed as
     // soon as there is one. SIGTERM/SIGINT: graceful close, exit 0; a second signal: exit 1 now.
     stopOnSignals(
@@ -246,6 +273,7 @@ program
         },
       },
       logger,
+      notifier,
     );
     let server: ServerHandle;
     try {
@@ -285,6 +313,8 @@ program
           maxSchemaBytes: o.maxSchemaBytes,
         },
         sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
+        stallAfterMs: Math.round((o.stallAfter as number) * 1000),
+        minPromptRate: o.minPromptRate as number,
         logger,
       });
     } catch (err) {
@@ -294,8 +324,11 @@ program
     }
     started.resolve(server);
     if (stopping) return;
+    handle = server;
+    notifier.ready('loading the model');
     try {
       await server.ready;
+      notifier.status('serving');
     } catch (err) {
       if (stopping) return; // stopped while loading: the shutdown path exits
       await Promise.race([server.close(0), new Promise((r) => setTimeout(r, 2000).unref())]);

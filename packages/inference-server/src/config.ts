@@ -60,6 +60,10 @@ export interface ServerConfig {
   readonly stateCacheMib: number;
   /** Where saved states are written (a private directory is made in it). */
   readonly stateCacheDir: string;
+  /** A slot generating with no new token this long is stalled (/health 503, no watchdog). */
+  readonly stallAfterMs: number;
+  /** While a prompt is evaluated the bound grows by its tokens at this rate (tokens/s). */
+  readonly minPromptRate: number;
   /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Stop strings, schemas, tools: what one request may ask to be built (limits.ts). */
@@ -98,6 +102,8 @@ export const DEFAULTS = {
   grammarTimeoutMs: 2_000,
   grammarMemoryMb: 256,
   grammarCacheBytes: 16 * 1024 * 1024,
+  stallAfterMs: 10_000,
+  minPromptRate: 10,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
 } as const;
@@ -252,6 +258,8 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     grammarTimeoutMs: positive('grammar-timeout', options.grammarTimeoutMs, 1, DEFAULTS.grammarTimeoutMs),
     grammarMemoryMb: positive('grammar-memory', options.grammarMemoryMb, 16, DEFAULTS.grammarMemoryMb),
     grammarCacheBytes: positive('grammar-cache-bytes', options.grammarCacheBytes, 0, DEFAULTS.grammarCacheBytes),
+    stallAfterMs: positive('stall-after', options.stallAfterMs, 100, DEFAULTS.stallAfterMs),
+    minPromptRate: positive('min-prompt-rate', options.minPromptRate, 0.001, DEFAULTS.minPromptRate),
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,
   };

@@ -5,6 +5,7 @@ import type { Engine } from './engine.js';
 import type { EndReason } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
+import type { ProgressTracker } from './progress.js';
 import type { Scheduler } from './scheduler.js';
 
 export type ServerState = 'loading' | 'ready' | 'failed' | 'stopping' | 'stopped';
@@ -20,6 +21,8 @@ export interface ServerContext {
   /** Writes the access-log line and counts the request in the metrics. */
   readonly access: RequestLog;
   readonly metrics: Metrics;
+  /** Per-slot progress (fed by the engine): stalled slots make /health 503. */
+  readonly progress: ProgressTracker;
   state(): ServerState;
   /** The model once loaded; null before. */
   engine(): Engine | null;

@@ -25,6 +25,7 @@ import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './gramma
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
 import type { Logger } from './logger.js';
+import type { ProgressTracker } from './progress.js';
 import { StateCache } from './state-cache.js';
 
 export type { CompletionMessage, ToolCall } from './history.js';
@@ -47,6 +48,8 @@ export interface EngineOptions {
   readonly signal?: AbortSignal;
   /** The grammar worker's budget, and the bytes the grammar cache keeps. */
   readonly grammar?: GrammarOptions;
+  /** Told when each completion begins, makes progress and ends. */
+  readonly progress?: ProgressTracker;
 }
 
 /** What a completion is asked: the conversation and the sampling settings. */
@@ -113,6 +116,8 @@ export class Engine {
   private disposed = false;
   /** Embeddings: the model's weights, an embedding context of their own (engine-text.ts). */
   readonly embeddings: Embeddings;
+  /** Told when each completion begins, makes progress and ends (EngineOptions.progress). */
+  private progress: ProgressTracker | null = null;
 
   private constructor(
     private readonly lib: NodeLlamaCpp,
@@ -216,6 +221,7 @@ export class Engine {
         },
         new Grammars(llama, lib.LlamaText, options.grammar ?? DEFAULT_GRAMMAR_OPTIONS, logger),
       );
+      engine.progress = options.progress ?? null;
       // Adaptive threads (adaptive-threads.ts): --threads for light steps, --batch-threads when
       // the tokens of a batch x model size reach BATCH_WORK_BYTES (a prompt; several completions).
       if (options.batchThreads !== options.threads) {
@@ -313,9 +319,33 @@ export class Engine {
     const cachedTokens = this.cachedPrefix(slot, tokens);
     input.signal.throwIfAborted();
     const reuse = { promptTokens, cachedTokens, restoredTokens: Math.min(restoredTokens, cachedTokens) };
-    // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
-    if (input.prompt !== undefined)
-      return { ...(await completeText(this.lib, sequence, tokens, maxTokens, input)), ...reuse };
+    // The progress tracker (progress.ts) sees the prompt's size, then every token, then the end.
+    const progress = this.progress;
+    progress?.begin(slot, promptTokens);
+    try {
+      // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
+      if (input.prompt !== undefined) {
+        const onTokens = (n: number) => {
+          progress?.progress(slot);
+          input.onTokens?.(n);
+        };
+        return { ...(await completeText(this.lib, sequence, tokens, maxTokens, { ...input, onTokens })), ...reuse };
+      }
+      return { ...(await this.completeChat(slot, sequence, input, maxTokens, progress)), ...reuse };
+    } finally {
+      progress?.end(slot);
+    }
+  }
+
+  /** A chat completion on the slot's sequence (LlamaChat), the prompt's reuse settled by complete(). */
+  private async completeChat(
+    slot: number,
+    sequence: LlamaContextSequence,
+    input: CompletionInput,
+    maxTokens: number,
+    progress: ProgressTracker | null,
+  ): Promise<Omit<CompletionOutput, 'promptTokens' | 'cachedTokens' | 'restoredTokens'>> {
+    const calling = input.functionCalling;
     const history = chatHistory(input.messages);
     const chat = new this.lib.LlamaChat({
       contextSequence: sequence,
@@ -341,6 +371,7 @@ export class Engine {
         signal: input.signal,
         onToken: (tokens) => {
           completionTokens += tokens.length;
+          progress?.progress(slot);
           input.onTokens?.(completionTokens);
         },
         ...(input.onText ? { onTextChunk: input.onText } : {}),
@@ -374,7 +405,6 @@ export class Engine {
           response.metadata.stopReason === 'customStopTrigger'
             ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
             : null,
-        ...reuse,
       };
     } finally {
       chat.dispose({ disposeSequence: false });

@@ -5,6 +5,7 @@
  * HTTP codes sent.
  */
 import { INFERENCE_PATHS } from '@vigil/shared-types';
+import type { ProgressReport } from './progress.js';
 
 export const METRICS_PATH = '/metrics';
 export const METRICS_CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
@@ -57,6 +58,8 @@ export interface MetricsGauges {
     readonly saves: number;
     readonly evictions: number;
   } | null;
+  /** Progress of the completions under way; absent: the four progress gauges are left out. */
+  readonly progress?: ProgressReport;
 }
 
 export const MODEL_STATES = ['loading', 'ready', 'failed', 'stopping', 'stopped'] as const;
@@ -186,6 +189,21 @@ export class Metrics {
     out.push(`inference_busy_sequences ${g.busy}`);
     head('inference_sequences', 'gauge', 'Context sequences (--parallel).');
     out.push(`inference_sequences ${g.sequences}`);
+    const p = g.progress;
+    if (p) {
+      head('inference_in_flight_completions', 'gauge', 'Sequences with a completion under way.');
+      out.push(`inference_in_flight_completions ${p.in_flight}`);
+      head('inference_oldest_completion_age_seconds', 'gauge', 'Age of the oldest completion under way; 0 when none.');
+      out.push(`inference_oldest_completion_age_seconds ${p.oldest_age_s}`);
+      head(
+        'inference_seconds_since_progress',
+        'gauge',
+        'Seconds since a sequence last made progress; 0 when none works.',
+      );
+      out.push(`inference_seconds_since_progress ${p.since_progress_s ?? 0}`);
+      head('inference_stalled_sequences', 'gauge', 'Sequences with work and no progress past their bound.');
+      out.push(`inference_stalled_sequences ${p.stalled}`);
+    }
     head('inference_model_loaded', 'gauge', '1 when the model is loaded and completions can be served, else 0.');
     out.push(`inference_model_loaded ${g.state === 'ready' ? 1 : 0}`);
     head('inference_model_state', 'gauge', "The server's state: 1 for the current one.");

@@ -24,17 +24,24 @@ import {
 } from './openai.js';
 import { errorBodyFor, generationRoutes } from './protocols/routes.js';
 
-/** /health: 200 when a completion can be served, else 503 with the reason. */
+/**
+ * /health: 200 when a completion can be served, else 503 with the reason; `progress` (when the
+ * model is loaded) says whether the model is working: see progress.ts.
+ */
 export function health(ctx: ServerContext): { status: number; body: { status: string; [k: string]: unknown } } {
   const state = ctx.state();
   if (state === 'ready') {
+    const progress = ctx.progress.report();
+    if (progress.reason !== null) {
+      return { status: 503, body: { status: 'stalled', reason: progress.reason, progress } };
+    }
     if (ctx.scheduler.stuck() >= ctx.scheduler.slots) {
       return {
         status: 503,
-        body: { status: 'unavailable', reason: 'every sequence is stuck in an aborted generation' },
+        body: { status: 'unavailable', reason: 'every sequence is stuck in an aborted generation', progress },
       };
     }
-    return { status: 200, body: { status: 'ok' } };
+    return { status: 200, body: { status: 'ok', progress } };
   }
   return { status: 503, body: { status: state === 'stopped' ? 'stopping' : state } };
 }
@@ -113,6 +120,7 @@ export function createHandler(
         busy: scheduler.active,
         sequences: scheduler.slots,
         stateCache: ctx.engine()?.states ?? null,
+        progress: ctx.progress.report(),
       });
       res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
       res.end(req.method === 'HEAD' ? undefined : text);

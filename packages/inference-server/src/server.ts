@@ -20,6 +20,7 @@ import { EndReason, StartupError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { checkManifest, checkModelFile, openAccessLog, openListeners, readTlsFiles } from './preflight.js';
+import { ProgressTracker } from './progress.js';
 import { createHandler } from './routes.js';
 import { Scheduler } from './scheduler.js';
 import { VERSION } from './version.js';
@@ -36,11 +37,29 @@ export interface ServerHandle {
   state(): ServerState;
   /** Completions running and waiting. */
   load(): { active: number; waiting: number; stuck: number };
+  /** Why the model is not making progress on work it has (see progress.ts); null: it is, or has none. */
+  stalled(): string | null;
   /**
    * Stops accepting, lets in-flight completions finish within the grace (default: the
    * configured one), aborts the rest, disposes the model. Every step is time-bounded.
    */
   close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * One warn line when the model stalls (a slot past its bound), one info line when it moves again:
+ * checked every second.
+ */
+function watchStalls(progress: ProgressTracker, logger: Logger): NodeJS.Timeout {
+  let episode: string | null = null;
+  const t = setInterval(() => {
+    const r = progress.report();
+    if (r.reason !== null && episode === null) logger.warn('stalled', { reason: r.reason, in_flight: r.in_flight });
+    else if (r.reason === null && episode !== null) logger.info('progressing again', { in_flight: r.in_flight });
+    episode = r.reason;
+  }, 1000);
+  t.unref();
+  return t;
 }
 
 /** A sleep that does not hold the event loop. */
@@ -69,6 +88,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
   let state: ServerState = 'loading';
   let engine: Engine | null = null;
   const metrics = new Metrics();
+  const progress = new ProgressTracker({ stallAfterMs: config.stallAfterMs, minPromptRate: config.minPromptRate });
   const log = requestLog(accessLog);
   const ctx: ServerContext = {
     config,
@@ -82,6 +102,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
       log(req, listener, startedNs, status, extra, msg);
     },
     metrics,
+    progress,
     state: () => state,
     engine: () => engine,
   };
@@ -128,6 +149,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
       maxWaiting: config.maxQueue + config.parallel,
       cacheBytes: config.grammarCacheBytes,
     },
+    progress,
   }).then(
     async (e) => {
       if (state !== 'loading') {
@@ -157,11 +179,13 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     },
   );
   ready.catch(() => {});
+  const stallWatch = watchStalls(progress, logger);
 
   /** The shutdown itself; close() runs it once, holding the event loop until it ends. */
   const shutdown = async (graceMs: number) => {
     const wasLoading = state === 'loading';
     state = 'stopping';
+    clearInterval(stallWatch);
     logger.info('stopping', { inFlight: inFlight.size, graceMs });
     // Stop accepting at once; idle keep-alive connections go now, busy ones after their reply.
     const closed = servers.map(closeServer);
@@ -212,6 +236,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     ready,
     state: () => state,
     load: () => ({ active: scheduler.active, waiting: scheduler.waiting, stuck: scheduler.stuck() }),
+    stalled: () => (state === 'ready' ? progress.report().reason : null),
     close,
   };
 }

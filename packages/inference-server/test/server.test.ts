@@ -36,7 +36,13 @@ describe('the server (parallel 2)', () => {
   it('answers /health with 503 while loading, then 200', async () => {
     expect(firstHealth).toEqual({ status: 503, body: { status: 'loading' } });
     const h = await request(s.http, { path: '/health' });
-    expect({ status: h.status, body: h.json() }).toEqual({ status: 200, body: { status: 'ok' } });
+    expect({ status: h.status, body: h.json() }).toEqual({
+      status: 200,
+      body: {
+        status: 'ok',
+        progress: { in_flight: 0, oldest_age_s: 0, since_progress_s: null, stalled: 0, reason: null },
+      },
+    });
   });
 
   it('lists the configured models', async () => {

@@ -1,5 +1,13 @@
 import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/shared-types';
-import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
+import {
+  createServiceLogger,
+  flagParser,
+  intFlag,
+  runCli,
+  secondsFlag,
+  serviceNotifier,
+  stopOnSignals,
+} from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
 import { DEFAULTS, MIN_LOCALNET_RETENTION_HOURS } from './config.js';
@@ -181,7 +189,10 @@ const program = new Command(BIN)
     // The handlers are in place before `listening` is logged: a SIGTERM sent as soon as a
     // supervisor reads that line stops the daemon cleanly (exit 0) instead of killing it.
     let started: Promise<{ close(): Promise<void> }> | undefined;
-    stopOnSignals({ close: async () => (await started)?.close() }, logger);
+    // systemd's Type=notify (or the dev supervisor): READY=1 once both listeners serve; the watchdog
+    // is fed while the event loop turns.
+    const notifier = serviceNotifier({ warn: (m) => logger.warn(m) });
+    stopOnSignals({ close: async () => (await started)?.close() }, logger, notifier);
     started = start({
       account: o.account,
       backend: o.backend,
@@ -221,6 +232,7 @@ const program = new Command(BIN)
       logger,
     });
     await started;
+    notifier.ready(`serving ${o.account}`);
   });
 
 await runCli(BIN, () => program.parseAsync(process.argv));

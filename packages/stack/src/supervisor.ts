@@ -4,11 +4,14 @@
  * timeout), answers the control socket, and starts again a service that exits by itself, with the
  * installed units' policy (see restart-policy.ts). What is stopped on purpose (`vigil stop`, the
  * guardian's fallback) stays stopped; the inference primary and its fallback are never both
- * started by it (the guardian's lock file says which one serves). Hangs are the guardian's to see
- * and the messaging side the health check's: they restart through the control socket.
+ * started by it (the guardian's lock file says which one serves). Each service's watchdog (see
+ * watchdog.ts) is checked every second: one that expired is killed and restarted as after an
+ * exit. Hangs the services cannot see themselves are the guardian's and the health check's: they
+ * restart through the control socket.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, fchmodSync, fstatSync, openSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { ExitCode, fileExists, PRIVATE_FILE } from '@vigil/shared-types/light';
 import type { ControlReply, ControlRequest, ExitInfo, ServiceStatus } from './control.js';
 import { type HomePaths, NODE, rel } from './paths.js';
@@ -16,6 +19,7 @@ import type { ReadyProbe } from './readiness.js';
 import { decideRestart, describeExit, RESTART_POLICY, type RestartPolicy } from './restart-policy.js';
 import { isServiceName, SERVICE_NAMES, type ServiceName, type ServiceSpec, STOP_ORDER } from './services.js';
 import { writeStackFile } from './stackfile.js';
+import { ServiceWatchdog, WATCHDOG_MS, watchdogEnv } from './watchdog.js';
 
 interface Running {
   readonly child: ChildProcess;
@@ -24,6 +28,7 @@ interface Running {
   readonly logStart: number;
   /** Set when the supervisor stops it: its exit is then no news. */
   expected: boolean;
+  readonly watchdog: ServiceWatchdog;
 }
 
 interface History {
@@ -44,6 +49,8 @@ export const STOP_TIMEOUT_MS = 10_000;
 export interface SupervisorOptions {
   readonly stopTimeoutMs?: number;
   readonly restartPolicy?: RestartPolicy;
+  /** The services' watchdog period (WATCHDOG_USEC); 0: none. */
+  readonly watchdogMs?: number;
 }
 
 /** Sends a signal to a process group; false when none is left. */
@@ -67,6 +74,8 @@ export class Supervisor {
   private readonly startedAt = new Date().toISOString();
   readonly stopTimeoutMs: number;
   private readonly policy: RestartPolicy;
+  readonly watchdogMs: number;
+  private watchdogTimer: NodeJS.Timeout | null = null;
   /** Set once the whole stack is stopping: nothing is started any more. */
   stopping = false;
 
@@ -78,6 +87,17 @@ export class Supervisor {
   ) {
     this.stopTimeoutMs = options.stopTimeoutMs ?? STOP_TIMEOUT_MS;
     this.policy = options.restartPolicy ?? RESTART_POLICY;
+    this.watchdogMs = options.watchdogMs ?? WATCHDOG_MS;
+  }
+
+  /** Kills (SIGKILL, its group) each service whose watchdog expired; its exit is then restarted. */
+  private checkWatchdogs(): void {
+    for (const [name, r] of this.running) {
+      const why = r.expected ? null : r.watchdog.expired();
+      if (why === null || !r.child.pid) continue;
+      this.say(`vigil: ${name} (pid ${r.child.pid}) watchdog expired: ${why}; killing it (SIGKILL)`);
+      if (!signalGroup(r.child.pid, 'SIGKILL')) r.child.kill('SIGKILL');
+    }
   }
 
   /** The command line recorded for a service (what `ps` shows for it). */
@@ -118,11 +138,21 @@ export class Supervisor {
     fchmodSync(fd, PRIVATE_FILE); // a log made by an older version, or under another umask
     const logStart = fstatSync(fd).size;
     // Its own process group: Ctrl-C reaches this supervisor only, which stops the services in order.
-    const child = spawn(NODE, spec.argv, { detached: true, stdio: ['ignore', fd, fd] });
+    // Descriptor 3: the pipe its notifications (READY=1, WATCHDOG=1, STATUS=) come back on.
+    const child = spawn(NODE, spec.argv, {
+      detached: true,
+      stdio: ['ignore', fd, fd, 'pipe'],
+      env: watchdogEnv(process.env, this.watchdogMs),
+    });
     closeSync(fd);
     h.starts += 1;
     h.failed = false;
-    const r: Running = { child, startedAt: Date.now(), logStart, expected: false };
+    const watchdog = new ServiceWatchdog(this.watchdogMs, child.stdio[3] as Readable | null);
+    const r: Running = { child, startedAt: Date.now(), logStart, expected: false, watchdog };
+    if (this.watchdogMs > 0 && this.watchdogTimer === null) {
+      this.watchdogTimer = setInterval(() => this.checkWatchdogs(), 1000);
+      this.watchdogTimer.unref();
+    }
     this.running.set(name, r);
     child.on('error', (err) => this.say(`vigil: ${name} could not start: ${err.message}`));
     child.on('exit', (code, signal) => {
@@ -226,6 +256,8 @@ export class Supervisor {
   /** Stops every service, in order (see STOP_ORDER). */
   async stopAll(): Promise<void> {
     this.stopping = true;
+    if (this.watchdogTimer) clearInterval(this.watchdogTimer);
+    this.watchdogTimer = null;
     for (const h of this.history.values()) this.cancelRestart(h);
     for (const name of STOP_ORDER) await this.stop(name);
   }

@@ -16,6 +16,7 @@ import { makeHome } from '../src/prepare.js';
 import { decideRestart, RESTART_POLICY } from '../src/restart-policy.js';
 import { SERVICE_NAMES, type ServiceName, type ServiceSpec } from '../src/services.js';
 import { Supervisor, type SupervisorOptions } from '../src/supervisor.js';
+import { ServiceWatchdog } from '../src/watchdog.js';
 
 const FIXTURE = fileURLToPath(new URL('./fixtures/service.mjs', import.meta.url));
 
@@ -233,5 +234,58 @@ describe('a restart replaces a hung process', () => {
     expect(pidAlive(child)).toBe(true);
     await s.stop('tcp-relay');
     await until('the child gone', () => !pidAlive(child), 3000);
+  });
+});
+
+describe('the watchdog (issue 30): what systemd does with WatchdogSec=', () => {
+  it('a service whose beats stop (SIGSTOP) is killed and restarted with the same backoff as an exit', async () => {
+    const s = supervise({ 'signal-daemon': ['notify'] }, { watchdogMs: 1000 });
+    const pid = await up(s, 'signal-daemon');
+    // Beats at half the period keep it alive well past the period.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(s.pidOf('signal-daemon')).toBe(pid);
+    expect(said.filter((l) => l.includes('watchdog'))).toEqual([]);
+    process.kill(pid, 'SIGSTOP');
+    await until('a restart', () => (s.pidOf('signal-daemon') ?? pid) !== pid, 15_000);
+    expect(pidAlive(pid)).toBe(false);
+    expect(said[0]).toMatch(
+      new RegExp(
+        `^vigil: signal-daemon \\(pid ${pid}\\) watchdog expired: no WATCHDOG=1 for \\d+ s \\(period 1 s\\); its last status: standing in; killing it \\(SIGKILL\\)$`,
+      ),
+    );
+    expect(said[1]).toBe('vigil: signal-daemon exited (signal SIGKILL); restarting in 1 s (restart 1)');
+    expect(state(s, 'signal-daemon')).toMatchObject({ state: 'running', starts: 2, restarts: 1 });
+  });
+
+  it('a service that never said READY=1 (no notifier) is not watched', async () => {
+    const s = supervise({ 'signal-daemon': ['serve'] }, { watchdogMs: 1000 });
+    const pid = await up(s, 'signal-daemon');
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(s.pidOf('signal-daemon')).toBe(pid);
+    expect(said).toEqual([]);
+  });
+});
+
+describe('ServiceWatchdog (pure)', () => {
+  it('arms at READY=1, expires once past the period or at WATCHDOG=trigger, disarms at STOPPING=1', () => {
+    const w = new ServiceWatchdog(1000, null);
+    expect(w.expired(10_000)).toBeNull(); // not armed: no READY=1 yet
+    w.take('READY=1', 0);
+    w.take('STATUS=serving', 0);
+    w.take('WATCHDOG=1', 900);
+    expect(w.expired(1800)).toBeNull();
+    expect(w.expired(1901)).toBe('no WATCHDOG=1 for 1 s (period 1 s); its last status: serving');
+    expect(w.expired(5000)).toBeNull(); // said once
+
+    const t = new ServiceWatchdog(1000, null);
+    t.take('READY=1', 0);
+    t.take('STATUS=slot 0 has made no progress for 15 s', 10);
+    t.take('WATCHDOG=trigger', 10);
+    expect(t.expired(20)).toBe('it triggered its watchdog: slot 0 has made no progress for 15 s');
+
+    const s = new ServiceWatchdog(1000, null);
+    s.take('READY=1', 0);
+    s.take('STOPPING=1', 10);
+    expect(s.expired(60_000)).toBeNull();
   });
 });

@@ -10,7 +10,15 @@ import {
   SERVICE_LOG_LEVELS,
   splitList,
 } from '@vigil/shared-types';
-import { createServiceLogger, flagParser, intFlag, runCli, secondsFlag, stopOnSignals } from '@vigil/shared-types/node';
+import {
+  createServiceLogger,
+  flagParser,
+  intFlag,
+  runCli,
+  secondsFlag,
+  serviceNotifier,
+  stopOnSignals,
+} from '@vigil/shared-types/node';
 import { Command, Option } from 'commander';
 import winston from 'winston';
 import { DEFAULT_BYTES_PER_MINUTE } from './budget.js';
@@ -150,7 +158,11 @@ const program = new Command(BIN)
       shutdownGraceMs: o.shutdownGrace * 1000,
       logger,
     });
-    stopOnSignals(relay, logger);
+    // systemd's Type=notify (or the dev supervisor): ready once the relay runs; the watchdog is fed
+    // while the event loop turns.
+    const notifier = serviceNotifier({ warn: (m) => logger.warn(m) });
+    stopOnSignals(relay, logger, notifier);
+    notifier.ready(`relaying ${formatHostPort(o.listen)} to ${formatHostPort(o.target)}`);
   });
 
 await runCli(BIN, () => program.parseAsync(process.argv));

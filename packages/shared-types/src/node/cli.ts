@@ -45,12 +45,17 @@ export interface StoppableLogger {
  * close failed), after flushing the log. A second signal exits 1 at once. Returns a function that
  * removes the handlers.
  */
-export function stopOnSignals(service: { close(): Promise<void> }, logger: StoppableLogger): () => void {
+export function stopOnSignals(
+  service: { close(): Promise<void> },
+  logger: StoppableLogger,
+  notifier?: { stopping(status?: string): void },
+): () => void {
   let signals = 0;
   const stop = (signal: NodeJS.Signals) => {
     signals += 1;
     if (signals > 1) process.exit(ExitCode.FAILURE);
     logger.info('stopping', { signal });
+    notifier?.stopping(`stopping (${signal})`);
     service
       .close()
       .then(

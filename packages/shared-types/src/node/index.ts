@@ -12,3 +12,4 @@ export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
 export * from './proc.js';
+export * from './sd-notify.js';
