@@ -318,13 +318,7 @@ program
   )
   .addOption(opt('--seed <n>', 'seed of the pseudo-random weights', 'make-model').argParser(int(0)).default(1))
   .addOption(opt('--type <type>', 'weight type', 'make-model').choices(WEIGHT_TYPES).default('f16'))
-  .addOption(
-    opt(
-      '--end-answers',
-      'a model that ends every answer at once (end-of-turn is always its likeliest token): for protocol smoke tests of agent programs',
-      'make-model',
-    ),
-  )
+  .addOption(opt('--end-answers', 'a model that ends every answer at once (agent smoke tests)', 'make-model'))
   .addOption(opt('--force', 'replace the file if it exists', 'make-model'))
   .action(async (o) => {
     if (existsSync(o.out) && !o.force) throw new ConfigError(`${o.out} exists: use --force to replace it`);
