@@ -4,21 +4,22 @@
 // (`claude -p`, ANTHROPIC_BASE_URL). Not part of the test suite (it installs both from npm, and
 // each is a large download): run it by hand after `pnpm build`:
 //
-//   node packages/inference-server/bench/agent-clis.mjs [--model FILE] [--cli-dir DIR] [--only codex|claude] [--context-size N]
+//   node packages/inference-server/bench/agent-clis.mjs [--model FILE] [--cli-dir DIR] [--only codex|claude] [--context-size N] [--verbose]
 //
-// --model: a GGUF file (default: the generated tiny model, in a temporary directory);
+// --model: a GGUF file (default: the generated tiny model written with `make-model --end-answers`,
+// in a temporary directory: its turns end at once, with an empty answer, so each program's turn is
+// `completed` / `end_turn`; a plain generated model never ends an answer and each turn runs until
+// the context is full, which Codex reports as `incomplete` and exits 1);
 // --cli-dir: a directory where `@openai/codex` and `@anthropic-ai/claude-code` are installed (default:
-// `npm i` into a temporary directory); --context-size: the server's (default 32768). The generated
-// models never stop by themselves, so each turn runs until the context is full: give a context a
-// little larger than the program's prompt (with the tiny model's tokenizer, Codex CLI 0.169's is
-// about 27.5 k tokens and Claude Code 2.1's about 57.5 k: `--only codex --context-size 28672`,
-// `--only claude --context-size 58368`). The server gets an API key and --request-timeout 600.
-// With a generated model a turn therefore ends when the context is full: the Responses API calls
-// that `incomplete` (reason max_output_tokens), and Codex exits 1 saying so; with a real model,
-// which ends its answer, the turn is `completed`. Each program must exit 0 without an API error in its
-// output; the script prints one line per program and the server's access-log lines of the run,
-// and exits 1 when one failed. Traffic goes only to 127.0.0.1 (the programs' own update checks and
-// telemetry are turned off by their environment variables).
+// `npm i` into a temporary directory); --context-size: the server's (default 32768). Give a context
+// larger than the program's prompt: with the tiny model's tokenizer, Codex CLI 0.169's is about
+// 27.5 k tokens and Claude Code 2.1's about 57.5 k (`--only codex --context-size 28672`,
+// `--only claude --context-size 58368`; both at once: `--context-size 58368`). The server gets an
+// API key and --request-timeout 600. Each program must exit 0 without an API error in its output;
+// the script prints one line per program (exit code, requests it made) and the server's access-log
+// lines of the run, and exits 1 when one failed (--verbose: each program's output too). Traffic
+// goes only to 127.0.0.1 (the programs' own update checks and telemetry are turned off by their
+// environment variables).
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,8 +77,8 @@ function runProgram(cmd, argv, env, ms = 900_000) {
 try {
   let model = flag('--model', null);
   if (!model) {
-    model = join(tmp, 'tiny.gguf');
-    const r = spawnSync(process.execPath, [CLI, 'make-model', '--out', model], { encoding: 'utf8' });
+    model = join(tmp, 'tiny-ends.gguf');
+    const r = spawnSync(process.execPath, [CLI, 'make-model', '--out', model, '--end-answers'], { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`make-model failed: ${r.stderr}`);
   }
   let cliDir = flag('--cli-dir', null);
@@ -131,6 +132,16 @@ try {
   }
   if (!port) throw new Error(`the server did not start:\n${out}`);
   const base = `http://127.0.0.1:${port}`;
+  /** The access-log lines so far (the server writes one per request as it ends). */
+  const accessLines = () =>
+    existsSync(accessLog)
+      ? readFileSync(accessLog, 'utf8')
+          .split('\n')
+          .filter((l) => l.trim() !== '')
+          .map((l) => JSON.parse(l))
+      : [];
+  const describe = (x) =>
+    `${x.method} ${x.path} ${x.status} ${x.msg}${x.error ? ` ${x.error}` : ''}${x.completion_tokens === undefined ? '' : ` completion_tokens=${x.completion_tokens}`}`;
   const only = flag('--only', null);
   const results = [];
 
@@ -142,14 +153,16 @@ try {
       join(home, 'config.toml'),
       `model = "local"\nmodel_provider = "vigil"\n\n[model_providers.vigil]\nname = "vigil"\nbase_url = "${base}/v1"\nwire_api = "responses"\nenv_key = "VIGIL_API_KEY"\n`,
     );
+    const before = accessLines().length;
     const r = await runProgram(bin('codex'), ['exec', '--skip-git-repo-check', 'Say hello.'], {
       HOME: tmp,
       CODEX_HOME: home,
       VIGIL_API_KEY: KEY,
     });
-    results.push({ name: 'codex exec', ...r });
+    results.push({ name: 'codex exec', ...r, requests: accessLines().slice(before) });
   }
   if (only === null || only === 'claude') {
+    const before = accessLines().length;
     const r = await runProgram(bin('claude'), ['-p', 'Say hello.'], {
       HOME: tmp,
       ANTHROPIC_BASE_URL: base,
@@ -160,22 +173,19 @@ try {
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
       DISABLE_AUTOUPDATER: '1',
     });
-    results.push({ name: 'claude -p', ...r });
+    results.push({ name: 'claude -p', ...r, requests: accessLines().slice(before) });
   }
   let failed = 0;
   for (const r of results) {
     const apiError = /API Error|unexpected status|stream error|error=/i.test(r.out);
     const ok = r.code === 0 && !apiError;
     if (!ok) failed++;
-    console.log(`${r.name}: exit ${r.code}${apiError ? ', API error in its output' : ''} — ${ok ? 'ok' : 'FAILED'}`);
+    const turns = r.requests.filter((x) => /^\/v1\/(responses|messages)(\?|$)/.test(x.path ?? ''));
+    console.log(
+      `${r.name}: exit ${r.code}${apiError ? ', API error in its output' : ''}, ${turns.length} model request(s) — ${ok ? 'ok' : 'FAILED'}`,
+    );
     if (!ok || args.includes('--verbose')) console.log(r.out.slice(-3000));
-  }
-  if (existsSync(accessLog)) {
-    console.log('access log:');
-    for (const l of readFileSync(accessLog, 'utf8').trim().split('\n')) {
-      const x = JSON.parse(l);
-      console.log(`  ${x.method} ${x.path} ${x.status} ${x.msg} ${x.error ?? ''} ${x.completion_tokens ?? ''}`);
-    }
+    for (const x of r.requests) console.log(`  ${describe(x)}`);
   }
   cleanup();
   process.exit(failed === 0 ? 0 : 1);

@@ -351,6 +351,7 @@ program
   )
   .addOption(opt('--seed <n>', 'seed of the pseudo-random weights', 'make-model').argParser(int(0)).default(1))
   .addOption(opt('--type <type>', 'weight type', 'make-model').choices(WEIGHT_TYPES).default('f16'))
+  .addOption(opt('--end-answers', 'a model that ends every answer at once (agent smoke tests)', 'make-model'))
   .addOption(opt('--force', 'replace the file if it exists', 'make-model'))
   .action(async (o) => {
     if (existsSync(o.out) && !o.force) throw new ConfigError(`${o.out} exists: use --force to replace it`);
@@ -361,6 +362,7 @@ program
         preset: o.preset as PresetName,
         seed: o.seed,
         type: o.type as WeightType,
+        endAnswers: o.endAnswers === true,
         onProgress: progress.update,
       });
       process.stdout.write(`${JSON.stringify(r)}\n`);

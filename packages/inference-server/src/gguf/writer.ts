@@ -3,6 +3,7 @@
  * preset, type and seed always give the same bytes. The server itself never writes models.
  */
 import { PRIVATE_DIR, writeFileAtomicWith } from '@vigil/shared-types/node';
+import { ByteWriter, type MetaValue, writeMeta } from './bytes.js';
 import {
   align,
   fromHalf,
@@ -10,7 +11,6 @@ import {
   GGUF_MAGIC,
   GGUF_VERSION,
   GgmlType,
-  GgufValueType,
   toHalf,
   type WeightType,
 } from './format.js';
@@ -86,6 +86,11 @@ interface TensorPlan {
   readonly fill: 'ones' | 'random';
   readonly limit: number;
   readonly zeroRows?: ReadonlySet<number>;
+  /**
+   * Column `index` of every row is `value`; with `onlyRow`, that row's column is `value` and every
+   * other row's is 0 (the end-of-answer construction of `endAnswers`).
+   */
+  readonly column?: { readonly index: number; readonly value: number; readonly onlyRow?: number };
 }
 
 function tensorBytes(type: number, elements: number): number {
@@ -94,111 +99,16 @@ function tensorBytes(type: number, elements: number): number {
   return (elements / 32) * 34;
 }
 
-type MetaValue =
-  | { t: 'str'; v: string }
-  | { t: 'u32'; v: number }
-  | { t: 'f32'; v: number }
-  | { t: 'bool'; v: boolean }
-  | { t: 'strs'; v: readonly string[] }
-  | { t: 'f32s'; v: readonly number[] }
-  | { t: 'i32s'; v: readonly number[] };
-
-class ByteWriter {
-  private buf = Buffer.alloc(1 << 16);
-  length = 0;
-  private room(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.alloc(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-  u32(v: number): void {
-    this.room(4);
-    this.buf.writeUInt32LE(v >>> 0, this.length);
-    this.length += 4;
-  }
-  i32(v: number): void {
-    this.room(4);
-    this.buf.writeInt32LE(v, this.length);
-    this.length += 4;
-  }
-  u64(v: number): void {
-    this.room(8);
-    this.buf.writeBigUInt64LE(BigInt(v), this.length);
-    this.length += 8;
-  }
-  f32(v: number): void {
-    this.room(4);
-    this.buf.writeFloatLE(v, this.length);
-    this.length += 4;
-  }
-  u8(v: number): void {
-    this.room(1);
-    this.buf[this.length++] = v;
-  }
-  str(s: string): void {
-    const b = Buffer.from(s, 'utf8');
-    this.u64(b.length);
-    this.room(b.length);
-    b.copy(this.buf, this.length);
-    this.length += b.length;
-  }
-  pad(to: number): void {
-    const n = align(this.length, to) - this.length;
-    this.room(n);
-    this.buf.fill(0, this.length, this.length + n);
-    this.length += n;
-  }
-  bytes(): Buffer {
-    return this.buf.subarray(0, this.length);
-  }
-}
-
-function writeMeta(w: ByteWriter, key: string, value: MetaValue): void {
-  w.str(key);
-  switch (value.t) {
-    case 'str':
-      w.u32(GgufValueType.STRING);
-      w.str(value.v);
-      break;
-    case 'u32':
-      w.u32(GgufValueType.UINT32);
-      w.u32(value.v);
-      break;
-    case 'f32':
-      w.u32(GgufValueType.FLOAT32);
-      w.f32(value.v);
-      break;
-    case 'bool':
-      w.u32(GgufValueType.BOOL);
-      w.u8(value.v ? 1 : 0);
-      break;
-    case 'strs':
-      w.u32(GgufValueType.ARRAY);
-      w.u32(GgufValueType.STRING);
-      w.u64(value.v.length);
-      for (const s of value.v) w.str(s);
-      break;
-    case 'f32s':
-      w.u32(GgufValueType.ARRAY);
-      w.u32(GgufValueType.FLOAT32);
-      w.u64(value.v.length);
-      for (const x of value.v) w.f32(x);
-      break;
-    case 'i32s':
-      w.u32(GgufValueType.ARRAY);
-      w.u32(GgufValueType.INT32);
-      w.u64(value.v.length);
-      for (const x of value.v) w.i32(x);
-      break;
-  }
-}
-
 export interface MakeModelOptions {
   readonly out: string;
   readonly preset?: PresetName;
   readonly seed?: number;
   readonly type?: WeightType;
+  /**
+   * A model that ends every answer at once: the end-of-turn token is its most likely next token at
+   * every step (a model for protocol smoke tests of agent programs, whose turns must end).
+   */
+  readonly endAnswers?: boolean;
   /** Called with bytes written so far and the total, at most a few hundred times. */
   readonly onProgress?: (written: number, total: number) => void;
 }
@@ -210,14 +120,31 @@ export interface MakeModelResult {
   readonly preset: PresetName;
   readonly type: WeightType;
   readonly seed: number;
+  readonly endAnswers: boolean;
 }
 
 const TYPE_IDS: Readonly<Record<WeightType, number>> = { f32: GgmlType.F32, f16: GgmlType.F16, q8_0: GgmlType.Q8_0 };
 /** general.file_type: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0. */
 const FILE_TYPES: Readonly<Record<WeightType, number>> = { f32: 0, f16: 1, q8_0: 7 };
 
+/**
+ * How `endAnswers` makes the end-of-turn token win: residual dimension END_DIM holds a large
+ * constant (every token embedding has it there, and no layer's output projection writes to it), so
+ * after the final RMS norm that dimension is about sqrt(n_embd) and the others are small; the
+ * output row of the end-of-turn token reads only that dimension, with a weight that puts its logit
+ * far above every other token's, and the other rows do not read it.
+ */
+const END_DIM = 0;
+const END_READ = 4;
+const endEmbedding = (shape: ModelShape) => 16 * Math.sqrt(shape.nEmbd);
+
 /** Plans the tensors of a llama model of the given shape. */
-function planTensors(shape: ModelShape, type: WeightType, silent: ReadonlySet<number>): TensorPlan[] {
+function planTensors(
+  shape: ModelShape,
+  type: WeightType,
+  silent: ReadonlySet<number>,
+  endToken: number | null,
+): TensorPlan[] {
   const t = TYPE_IDS[type];
   const headDim = shape.nEmbd / shape.nHead;
   const kv = headDim * shape.nHeadKv;
@@ -244,23 +171,32 @@ function planTensors(shape: ModelShape, type: WeightType, silent: ReadonlySet<nu
       fill: 'ones',
       limit: 0,
     });
-  matrix('token_embd.weight', shape.nEmbd, shape.nVocab, { limit: 1 });
+  const ends = endToken !== null;
+  const held = ends ? { zeroRows: new Set([END_DIM]) } : {};
+  matrix('token_embd.weight', shape.nEmbd, shape.nVocab, {
+    limit: 1,
+    ...(ends ? { column: { index: END_DIM, value: endEmbedding(shape) } } : {}),
+  });
   for (let i = 0; i < shape.nLayer; i++) {
     norm(`blk.${i}.attn_norm.weight`);
     matrix(`blk.${i}.attn_q.weight`, shape.nEmbd, shape.nEmbd);
     matrix(`blk.${i}.attn_k.weight`, shape.nEmbd, kv);
     matrix(`blk.${i}.attn_v.weight`, shape.nEmbd, kv);
-    matrix(`blk.${i}.attn_output.weight`, shape.nEmbd, shape.nEmbd);
+    matrix(`blk.${i}.attn_output.weight`, shape.nEmbd, shape.nEmbd, held);
     norm(`blk.${i}.ffn_norm.weight`);
     matrix(`blk.${i}.ffn_gate.weight`, shape.nEmbd, shape.nFf);
     matrix(`blk.${i}.ffn_up.weight`, shape.nEmbd, shape.nFf);
-    matrix(`blk.${i}.ffn_down.weight`, shape.nFf, shape.nEmbd);
+    matrix(`blk.${i}.ffn_down.weight`, shape.nFf, shape.nEmbd, held);
   }
   norm('output_norm.weight');
   // Special tokens and unprintable bytes get all-zero output rows: their logit is exactly 0 while
   // hundreds of others are random around 0, so the model (practically) never emits them and its
   // output is printable text that runs until max_tokens or a stop string.
-  matrix('output.weight', shape.nEmbd, shape.nVocab, { zeroRows: silent, limit: Math.sqrt(3 / shape.nEmbd) * 4 });
+  matrix('output.weight', shape.nEmbd, shape.nVocab, {
+    zeroRows: silent,
+    limit: Math.sqrt(3 / shape.nEmbd) * 4,
+    ...(ends ? { column: { index: END_DIM, value: END_READ, onlyRow: endToken } } : {}),
+  });
   let offset = 0;
   for (const p of plans) {
     p.offset = offset;
@@ -291,7 +227,9 @@ function fillRows(p: TensorPlan, rng: Xorshift128, row0: number, rows: number, o
       const k = (rng.next() % 255) - 127;
       q[c] = zero ? 0 : k;
     }
-    if (p.type === GgmlType.F32) {
+    if (p.column) {
+      at = writeRowWithColumn(p, r, q, scale, out, at);
+    } else if (p.type === GgmlType.F32) {
       for (let c = 0; c < cols; c++) at = out.writeFloatLE(q[c]! * scale, at);
     } else if (p.type === GgmlType.F16) {
       for (let c = 0; c < cols; c++) {
@@ -305,6 +243,30 @@ function fillRows(p: TensorPlan, rng: Xorshift128, row0: number, rows: number, o
         out[at++] = scaleHalf >>> 8;
         for (let j = 0; j < 32; j++) out[at++] = q[c + j]! & 0xff;
       }
+    }
+  }
+  return at;
+}
+
+/** One row of `p` as k·scale with `p.column` applied, each value encoded as exactly as the type allows. */
+function writeRowWithColumn(p: TensorPlan, r: number, q: Int8Array, scale: number, out: Buffer, at: number): number {
+  const col = p.column!;
+  const v = Float32Array.from(q, (k) => k * scale);
+  if (col.onlyRow === undefined || col.onlyRow === r) v[col.index] = col.value;
+  else v[col.index] = 0;
+  if (p.type === GgmlType.F32) {
+    for (const x of v) at = out.writeFloatLE(x, at);
+  } else if (p.type === GgmlType.F16) {
+    for (const x of v) at = out.writeUInt16LE(toHalf(x), at);
+  } else {
+    for (let c = 0; c < v.length; c += 32) {
+      let amax = 0;
+      for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(v[c + j]!));
+      const dHalf = toHalf(amax / 127);
+      const d = fromHalf(dHalf);
+      at = out.writeUInt16LE(dHalf, at);
+      for (let j = 0; j < 32; j++)
+        out[at++] = (d === 0 ? 0 : Math.max(-127, Math.min(127, Math.round(v[c + j]! / d)))) & 0xff;
     }
   }
   return at;
@@ -333,11 +295,12 @@ export async function makeModel(options: MakeModelOptions): Promise<MakeModelRes
   const seed = (options.seed ?? 1) >>> 0;
   const shape = PRESETS[preset];
   const vocab = buildVocabulary(shape.nVocab);
-  const plans = planTensors(shape, type, vocab.silent);
+  const endAnswers = options.endAnswers === true;
+  const plans = planTensors(shape, type, vocab.silent, endAnswers ? vocab.imEnd : null);
 
   const meta: [string, MetaValue][] = [
     ['general.architecture', { t: 'str', v: 'llama' }],
-    ['general.name', { t: 'str', v: `vigil-${preset}-${type}-seed${seed}` }],
+    ['general.name', { t: 'str', v: `vigil-${preset}-${type}-seed${seed}${endAnswers ? '-ends' : ''}` }],
     ['general.alignment', { t: 'u32', v: GGUF_ALIGNMENT }],
     ['general.file_type', { t: 'u32', v: FILE_TYPES[type] }],
     ['llama.context_length', { t: 'u32', v: shape.contextLength }],
@@ -419,5 +382,5 @@ export async function makeModel(options: MakeModelOptions): Promise<MakeModelRes
     },
     MODEL_FILE_MODES,
   );
-  return { path: options.out, bytes: total, parameters: parameterCount(shape), preset, type, seed };
+  return { path: options.out, bytes: total, parameters: parameterCount(shape), preset, type, seed, endAnswers };
 }
