@@ -8,9 +8,7 @@
 import type {
   ChatModelFunctions,
   ChatWrapper,
-  ChatWrapperGenerateContextStateOptions,
   Llama,
-  LlamaChatResponse,
   LlamaContext,
   LlamaContextSequence,
   LlamaGrammar,
@@ -19,6 +17,7 @@ import type {
 } from 'node-llama-cpp';
 import { installAdaptiveThreads } from './adaptive-threads.js';
 import type { GpuChoice } from './config.js';
+import { completeChat } from './engine-chat.js';
 import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
 import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
@@ -323,91 +322,18 @@ export class Engine {
     const progress = this.progress;
     progress?.begin(slot, promptTokens);
     try {
+      const onTokens = (n: number) => {
+        progress?.progress(slot);
+        input.onTokens?.(n);
+      };
       // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
       if (input.prompt !== undefined) {
-        const onTokens = (n: number) => {
-          progress?.progress(slot);
-          input.onTokens?.(n);
-        };
         return { ...(await completeText(this.lib, sequence, tokens, maxTokens, { ...input, onTokens })), ...reuse };
       }
-      return { ...(await this.completeChat(slot, sequence, input, maxTokens, progress)), ...reuse };
+      const chat = await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
+      return { ...chat, ...reuse };
     } finally {
       progress?.end(slot);
-    }
-  }
-
-  /** A chat completion on the slot's sequence (LlamaChat), the prompt's reuse settled by complete(). */
-  private async completeChat(
-    slot: number,
-    sequence: LlamaContextSequence,
-    input: CompletionInput,
-    maxTokens: number,
-    progress: ProgressTracker | null,
-  ): Promise<Omit<CompletionOutput, 'promptTokens' | 'cachedTokens' | 'restoredTokens'>> {
-    const calling = input.functionCalling;
-    const history = chatHistory(input.messages);
-    const chat = new this.lib.LlamaChat({
-      contextSequence: sequence,
-      chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
-    });
-    let completionTokens = 0;
-    try {
-      const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
-      const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
-        maxTokens,
-        temperature: input.temperature,
-        topP: input.topP,
-        ...(input.topK ? { topK: input.topK } : {}),
-        ...(input.seed !== null ? { seed: input.seed } : {}),
-        ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
-        repeatPenalty: penalize
-          ? {
-              penalty: 1,
-              frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
-              presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
-            }
-          : false,
-        signal: input.signal,
-        onToken: (tokens) => {
-          completionTokens += tokens.length;
-          progress?.progress(slot);
-          input.onTokens?.(completionTokens);
-        },
-        ...(input.onText ? { onTextChunk: input.onText } : {}),
-        ...(calling
-          ? {
-              functions: calling.functions,
-              documentFunctionParams: true,
-              maxParallelFunctionCalls: calling.maxCalls,
-              ...(input.onCallText
-                ? {
-                    onFunctionCallParamsChunk: (c: { callIndex: number; functionName: string; paramsChunk: string }) =>
-                      input.onCallText?.(c.callIndex, c.functionName, c.paramsChunk),
-                  }
-                : {}),
-            }
-          : input.grammar
-            ? { grammar: input.grammar }
-            : {}),
-      });
-      const reason = response.metadata.stopReason;
-      const calls = (response.functionCalls ?? []).map((c) => ({
-        name: c.functionName,
-        arguments: JSON.stringify(c.params ?? {}),
-      }));
-      return {
-        text: response.response,
-        finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
-        calls,
-        completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
-        stopSequence:
-          response.metadata.stopReason === 'customStopTrigger'
-            ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
-            : null,
-      };
-    } finally {
-      chat.dispose({ disposeSequence: false });
     }
   }
 
@@ -422,26 +348,6 @@ export class Engine {
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
   }
-}
-
-/**
- * The model's chat wrapper, but generation starts in function-calling mode (node-llama-cpp's
- * "initially engaged" function calls, as Functionary's wrapper uses): the function's name and
- * its arguments are sampled under node-llama-cpp's grammars, so they are valid whatever the
- * model. For `tool_choice` "required" or a named function.
- */
-export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
-  const forced = Object.create(base) as ChatWrapper;
-  forced.generateContextState = (options: ChatWrapperGenerateContextStateOptions) => {
-    const state = base.generateContextState(options);
-    return {
-      contextText: state.contextText,
-      stopGenerationTriggers: state.stopGenerationTriggers,
-      ...(state.ignoreStartText ? { ignoreStartText: state.ignoreStartText } : {}),
-      functionCall: { initiallyEngaged: true, disengageInitiallyEngaged: [] },
-    };
-  };
-  return forced;
 }
 
 /** The saved-state cache the options ask for; null when off or when its directory is unusable. */
