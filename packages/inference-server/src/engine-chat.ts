@@ -9,7 +9,7 @@ import type {
   LlamaChatResponse,
   LlamaContextSequence,
 } from 'node-llama-cpp';
-import type { CompletionInput, CompletionOutput } from './engine.js';
+import type { CompletionInput, CompletionOutput } from './engine-types.js';
 import { chatHistory } from './history.js';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
