@@ -1,4 +1,5 @@
-import { envVarFor, parseListen, splitList } from '@vigil/shared-types';
+import { envVarFor, parseListen } from '@vigil/shared-types';
+import { collectFlag } from '@vigil/shared-types/node';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULTS, defaultThreads, GPU_CHOICES, physicalCores } from './config.js';
 import { DEFAULT_INPUT_LIMITS } from './limits.js';
@@ -26,14 +27,6 @@ export const listenAddr = (text: string) => {
     throw new InvalidArgumentError((err as Error).message);
   }
 };
-export const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
-/** A repeatable flag: its values; from the environment, one string split on commas and whitespace. */
-export const list = (cmd: Command, name: string): string[] => {
-  const v: unknown = cmd.getOptionValue(name);
-  const values = typeof v === 'string' ? [v] : Array.isArray(v) ? (v as string[]) : [];
-  return cmd.getOptionValueSource(name) === 'env' ? values.flatMap(splitList) : values;
-};
-
 /** `serve`'s flags are the service's: INFERENCE_SERVER_<FLAG>. The tools' are INFERENCE_SERVER_<COMMAND>_<FLAG>. */
 export const opt = (flags: string, description: string, command?: string) => {
   const o = new Option(flags, description);
@@ -49,7 +42,7 @@ export function addServeOptions(cmd: Command): Command {
         opt(
           '--model-id <id>',
           'an id the model is listed and requested as (repeatable; default: the file name)',
-        ).argParser(collect),
+        ).argParser(collectFlag),
       )
       .addOption(
         opt('--http <addr>', 'plain HTTP listener HOST:PORT, or off')
@@ -141,7 +134,7 @@ function addRequestOptions(cmd: Command): Command {
       opt(
         '--allow-origin <origin>',
         'a web origin (scheme://host[:port]) whose pages may call the API (repeatable; default: none, requests with another Origin get 403)',
-      ).argParser(collect),
+      ).argParser(collectFlag),
     )
     .addOption(
       opt(

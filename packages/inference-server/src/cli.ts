@@ -2,7 +2,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError, ExitCode, type HostPort } from '@vigil/shared-types';
 import {
+  collectFlag,
   ensureDir,
+  listFlag,
   PRIVATE_DIR,
   PRIVATE_FILE,
   runCli,
@@ -12,7 +14,7 @@ import {
 } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import { generateCerts } from './certs.js';
-import { addServeOptions, BIN, collect, int, list, opt } from './cli-options.js';
+import { addServeOptions, BIN, int, opt } from './cli-options.js';
 import type { GpuChoice } from './config.js';
 import { ConfigError } from './errors.js';
 import {
@@ -107,7 +109,7 @@ addServeOptions(
   try {
     server = await start({
       model: o.model,
-      modelIds: list(cmd, 'modelId'),
+      modelIds: listFlag(cmd, 'modelId'),
       http: o.http as HostPort | null,
       ...(o.mtls !== undefined ? { mtls: o.mtls as HostPort | null } : {}),
       tlsCert: o.tlsCert ?? null,
@@ -129,7 +131,7 @@ addServeOptions(
       accessLog: o.accessLog ?? null,
       maxBodyBytes: o.maxBodyBytes,
       allowNonLoopback: o.allowNonLoopback === true,
-      allowOrigins: list(cmd, 'allowOrigin'),
+      allowOrigins: listFlag(cmd, 'allowOrigin'),
       apiKeyFile: o.apiKeyFile ?? null,
       maxN: o.maxN,
       strictTools: o.strictTools === true,
@@ -203,7 +205,9 @@ program
   .addOption(opt('-o, --out <dir>', 'directory for the PEM files (created 0700)', 'certs').makeOptionMandatory())
   .addOption(opt('--days <n>', 'validity in days', 'certs').argParser(int(1)).default(825))
   .addOption(
-    opt('--host <name>', 'another name or address for the server certificate (repeatable)', 'certs').argParser(collect),
+    opt('--host <name>', 'another name or address for the server certificate (repeatable)', 'certs').argParser(
+      collectFlag,
+    ),
   )
   .addOption(opt('--client-name <cn>', "the client certificate's common name", 'certs').default('vigil-client'))
   .addOption(opt('--force', 'replace existing files', 'certs'))
@@ -211,7 +215,7 @@ program
     const r = await generateCerts({
       out: o.out,
       days: o.days,
-      hosts: list(cmd, 'host'),
+      hosts: listFlag(cmd, 'host'),
       clientName: o.clientName,
       force: o.force === true,
     });
@@ -222,12 +226,14 @@ program
   .command('manifest')
   .description('write a sha256 manifest of the model (optionally signed with an ed25519 key)')
   .addOption(
-    opt('-m, --model <file>', 'model file to list (repeatable)', 'manifest').argParser(collect).makeOptionMandatory(),
+    opt('-m, --model <file>', 'model file to list (repeatable)', 'manifest')
+      .argParser(collectFlag)
+      .makeOptionMandatory(),
   )
   .addOption(opt('-o, --out <file>', 'the manifest to write', 'manifest').makeOptionMandatory())
   .addOption(opt('--sign <keyfile>', 'sign with this ed25519 private key (PEM; see keygen)', 'manifest'))
   .action(async (o, cmd: Command) => {
-    const models = list(cmd, 'model');
+    const models = listFlag(cmd, 'model');
     for (const m of models) if (!existsSync(m)) throw new ConfigError(`model file not found: ${m}`);
     if (o.sign && !existsSync(o.sign)) throw new ConfigError(`key file not found: ${o.sign}`);
     try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { requestTooLarge } from '../src/index.js';
-import { FlagValueError, flagParser, intFlag, secondsFlag } from '../src/node/index.js';
+import { collectFlag, FlagValueError, flagParser, intFlag, listFlag, secondsFlag } from '../src/node/index.js';
 
 describe('flag value parsers', () => {
   it('reads integers of at least a minimum, with the message given or a default one', () => {
@@ -32,6 +32,18 @@ describe('flag value parsers', () => {
     })();
     expect(err).toBeInstanceOf(FlagValueError);
     expect(err).toMatchObject({ message: 'bad value "x"', code: 'commander.invalidArgument', exitCode: 78 });
+  });
+
+  it('collects a repeatable flag; from the environment its one string is split on commas and white space', () => {
+    expect(collectFlag('b', collectFlag('a', undefined))).toEqual(['a', 'b']);
+    const given = (value: unknown, source: string | undefined) => ({
+      getOptionValue: () => value,
+      getOptionValueSource: () => source,
+    });
+    expect(listFlag(given(['a, b', 'c'], 'cli'), 'x')).toEqual(['a, b', 'c']);
+    expect(listFlag(given(['a, b  c,,'], 'env'), 'x')).toEqual(['a', 'b', 'c']);
+    expect(listFlag(given('a,b', 'env'), 'x')).toEqual(['a', 'b']);
+    expect(listFlag(given(undefined, undefined), 'x')).toEqual([]);
   });
 });
 
