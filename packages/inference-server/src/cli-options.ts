@@ -1,5 +1,5 @@
-import { envVarFor, parseListen } from '@vigil/shared-types';
-import { collectFlag } from '@vigil/shared-types/node';
+import { parseListen } from '@vigil/shared-types';
+import { collectFlag, envOption } from '@vigil/shared-types/node';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { DEFAULTS, defaultThreads, GPU_CHOICES, physicalCores } from './config.js';
 import { DEFAULT_INPUT_LIMITS } from './limits.js';
@@ -28,10 +28,8 @@ export const listenAddr = (text: string) => {
   }
 };
 /** `serve`'s flags are the service's: INFERENCE_SERVER_<FLAG>. The tools' are INFERENCE_SERVER_<COMMAND>_<FLAG>. */
-export const opt = (flags: string, description: string, command?: string) => {
-  const o = new Option(flags, description);
-  return o.env(envVarFor(BIN, command ? `${command}-${o.long ?? flags}` : (o.long ?? flags)));
-};
+export const opt = (flags: string, description: string, command?: string) =>
+  envOption(BIN, new Option(flags, description), command);
 
 /** The flags of `serve`, each with its env variable and default: the model, its listeners and its work. */
 export function addServeOptions(cmd: Command): Command {

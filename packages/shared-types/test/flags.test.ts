@@ -1,6 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
 import { requestTooLarge } from '../src/index.js';
-import { collectFlag, FlagValueError, flagParser, intFlag, listFlag, secondsFlag } from '../src/node/index.js';
+import {
+  collectFlag,
+  envOption,
+  FlagValueError,
+  flagParser,
+  intFlag,
+  listFlag,
+  secondsFlag,
+} from '../src/node/index.js';
 
 describe('flag value parsers', () => {
   it('reads integers of at least a minimum, with the message given or a default one', () => {
@@ -44,6 +52,17 @@ describe('flag value parsers', () => {
     expect(listFlag(given(['a, b  c,,'], 'env'), 'x')).toEqual(['a', 'b', 'c']);
     expect(listFlag(given('a,b', 'env'), 'x')).toEqual(['a', 'b']);
     expect(listFlag(given(undefined, undefined), 'x')).toEqual([]);
+  });
+
+  it("binds a flag to its env variable: BIN_FLAG, or BIN_COMMAND_FLAG for a subcommand's flag", () => {
+    const option = (long: string | undefined, flags: string) => {
+      const o = { flags, long, envVar: '', env: (name: string) => Object.assign(o, { envVar: name }) };
+      return o;
+    };
+    expect(envOption('signal-daemon', option('--max-batch', '--max-batch <n>')).envVar).toBe('SIGNAL_DAEMON_MAX_BATCH');
+    expect(envOption('inference-server', option('--out', '-o, --out <f>'), 'make-model').envVar).toBe(
+      'INFERENCE_SERVER_MAKE_MODEL_OUT',
+    );
   });
 });
 

@@ -1,7 +1,8 @@
-import { envVarFor, parseListen, SERVICE_LOG_LEVELS } from '@vigil/shared-types';
+import { parseListen, SERVICE_LOG_LEVELS } from '@vigil/shared-types';
 import {
   collectFlag,
   createServiceLogger,
+  envOption,
   flagParser,
   intFlag,
   listFlag,
@@ -19,10 +20,7 @@ import { VERSION } from './version.js';
 const BIN = 'signal-daemon';
 
 const listenAddr = flagParser((text) => parseListen(text));
-const opt = (flags: string, description: string) => {
-  const o = new Option(flags, description);
-  return o.env(envVarFor(BIN, o.long ?? flags));
-};
+const opt = (flags: string, description: string) => envOption(BIN, new Option(flags, description));
 
 const program = new Command(BIN)
   .description('Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.')

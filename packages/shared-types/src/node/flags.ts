@@ -6,7 +6,7 @@
  */
 import { VigilError } from '../errors.js';
 import { splitList } from '../net.js';
-import { ExitCode } from '../process.js';
+import { ExitCode, envVarFor } from '../process.js';
 
 /** A flag value that cannot be used: bad usage (78). */
 export class FlagValueError extends VigilError {
@@ -65,4 +65,15 @@ export function listFlag(cmd: OptionValues, key: string): string[] {
   const v = cmd.getOptionValue(key);
   const values = typeof v === 'string' ? [v] : Array.isArray(v) ? (v as string[]) : [];
   return cmd.getOptionValueSource(key) === 'env' ? values.flatMap(splitList) : values;
+}
+
+/**
+ * A flag (commander's `Option`) read from its env variable too: BIN_FLAG, or BIN_COMMAND_FLAG for
+ * a subcommand's own flags (`envVarFor`).
+ */
+export function envOption<
+  O extends { readonly flags: string; readonly long?: string | undefined; env(name: string): O },
+>(bin: string, option: O, command?: string): O {
+  const flag = option.long ?? option.flags;
+  return option.env(envVarFor(bin, command ? `${command}-${flag}` : flag));
 }
