@@ -5,7 +5,7 @@
  * (created on the first request, `contextSize` tokens), and requests take turns on it.
  */
 import type { LlamaContextSequence, LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
-import type { CompletionInput, CompletionOutput } from './engine.js';
+import type { CompletionInput, CompletionOutput } from './engine-types.js';
 import { ContextLengthError } from './errors.js';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');

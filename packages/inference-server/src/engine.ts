@@ -8,9 +8,7 @@
 import type {
   ChatModelFunctions,
   ChatWrapper,
-  ChatWrapperGenerateContextStateOptions,
   Llama,
-  LlamaChatResponse,
   LlamaContext,
   LlamaContextSequence,
   LlamaGrammar,
@@ -18,94 +16,24 @@ import type {
   Token,
 } from 'node-llama-cpp';
 import { installAdaptiveThreads } from './adaptive-threads.js';
-import type { GpuChoice } from './config.js';
+import { completeChat } from './engine-chat.js';
 import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
+import type { CompletionInput, CompletionOutput, CompletionSettings, EngineOptions } from './engine-types.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
-import { DEFAULT_GRAMMAR_OPTIONS, type GrammarOptions, Grammars } from './grammars.js';
+import { DEFAULT_GRAMMAR_OPTIONS, Grammars } from './grammars.js';
 import { type CompletionMessage, chatHistory } from './history.js';
 import { fixIntegerGrammar } from './integer-grammar.js';
-import type { Logger } from './logger.js';
 import type { ProgressTracker } from './progress.js';
 import { StateCache } from './state-cache.js';
 
+export type {
+  CompletionInput,
+  CompletionOutput,
+  CompletionSettings,
+  EngineOptions,
+  FunctionCalling,
+} from './engine-types.js';
 export type { CompletionMessage, ToolCall } from './history.js';
-
-export interface EngineOptions {
-  readonly modelPath: string;
-  readonly gpu: GpuChoice;
-  /** CPU threads while one completion runs. */
-  readonly threads: number;
-  /** CPU threads while several completions run (their tokens are evaluated in one batch). */
-  readonly batchThreads: number;
-  readonly parallel: number;
-  /** Tokens per sequence; null: the model's own, at most `maxDefaultContextSize`. */
-  readonly contextSize: number | null;
-  readonly maxDefaultContextSize: number;
-  readonly logger: Logger;
-  /** The saved-state cache (state-cache.ts): its directory and bound; null or 0 bytes: none. */
-  readonly stateCache?: { readonly dir: string; readonly maxBytes: number } | null;
-  /** Aborts loading (SIGTERM while loading). */
-  readonly signal?: AbortSignal;
-  /** The grammar worker's budget, and the bytes the grammar cache keeps. */
-  readonly grammar?: GrammarOptions;
-  /** Told when each completion begins, makes progress and ends. */
-  readonly progress?: ProgressTracker;
-}
-
-/** What a completion is asked: the conversation and the sampling settings. */
-export interface CompletionSettings {
-  readonly messages: readonly CompletionMessage[];
-  /** null: as many as the context has room for. */
-  readonly maxTokens: number | null;
-  readonly temperature: number;
-  readonly topP: number;
-  /** Sample from the k most likely tokens only; null or absent: all. */
-  readonly topK?: number | null;
-  readonly seed: number | null;
-  readonly stop: readonly string[];
-  readonly frequencyPenalty: number;
-  readonly presencePenalty: number;
-  /** Raw text to continue without the chat template (legacy completions); `messages` are then unused. */
-  readonly prompt?: string;
-}
-
-/** Function calling: the functions, whether the model must call one, how many calls at most. */
-export interface FunctionCalling {
-  readonly functions: ChatModelFunctions;
-  readonly force: boolean;
-  readonly maxCalls: number;
-}
-
-export interface CompletionInput extends CompletionSettings {
-  readonly signal: AbortSignal;
-  /** The model may (or must) call these functions; not with `grammar`. */
-  readonly functionCalling?: FunctionCalling;
-  /** Constrains the text (structured output). */
-  readonly grammar?: LlamaGrammar;
-  /** Each piece of a function call's arguments, as it comes (streaming). */
-  readonly onCallText?: (callIndex: number, name: string, text: string) => void;
-  /** Each piece of generated text, as it comes (streaming). */
-  readonly onText?: (text: string) => void;
-  /** Tokens generated so far, after each step. */
-  readonly onTokens?: (count: number) => void;
-  /** The prompt's tokens when the caller has them already (`promptTokens()` of the same input). */
-  readonly promptTokens?: readonly Token[];
-}
-
-export interface CompletionOutput {
-  readonly text: string;
-  readonly finishReason: 'stop' | 'length' | 'tool_calls';
-  /** The calls the model made (name and arguments as JSON text); empty when none. */
-  readonly calls: readonly { readonly name: string; readonly arguments: string }[];
-  readonly promptTokens: number;
-  readonly completionTokens: number;
-  /** The stop string (of `stop`) that ended the text; null when something else ended it. */
-  readonly stopSequence: string | null;
-  /** Prompt tokens not evaluated again: the sequence held them (or a saved state restored them). */
-  readonly cachedTokens: number;
-  /** Of those, the tokens a saved state restored. */
-  readonly restoredTokens: number;
-}
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -323,91 +251,18 @@ export class Engine {
     const progress = this.progress;
     progress?.begin(slot, promptTokens);
     try {
+      const onTokens = (n: number) => {
+        progress?.progress(slot);
+        input.onTokens?.(n);
+      };
       // A raw prompt (legacy completions) is continued as it is; LlamaCompletion reuses the prefix too.
       if (input.prompt !== undefined) {
-        const onTokens = (n: number) => {
-          progress?.progress(slot);
-          input.onTokens?.(n);
-        };
         return { ...(await completeText(this.lib, sequence, tokens, maxTokens, { ...input, onTokens })), ...reuse };
       }
-      return { ...(await this.completeChat(slot, sequence, input, maxTokens, progress)), ...reuse };
+      const chat = await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
+      return { ...chat, ...reuse };
     } finally {
       progress?.end(slot);
-    }
-  }
-
-  /** A chat completion on the slot's sequence (LlamaChat), the prompt's reuse settled by complete(). */
-  private async completeChat(
-    slot: number,
-    sequence: LlamaContextSequence,
-    input: CompletionInput,
-    maxTokens: number,
-    progress: ProgressTracker | null,
-  ): Promise<Omit<CompletionOutput, 'promptTokens' | 'cachedTokens' | 'restoredTokens'>> {
-    const calling = input.functionCalling;
-    const history = chatHistory(input.messages);
-    const chat = new this.lib.LlamaChat({
-      contextSequence: sequence,
-      chatWrapper: calling?.force ? forcedCallWrapper(this.chatWrapper) : this.chatWrapper,
-    });
-    let completionTokens = 0;
-    try {
-      const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
-      const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
-        maxTokens,
-        temperature: input.temperature,
-        topP: input.topP,
-        ...(input.topK ? { topK: input.topK } : {}),
-        ...(input.seed !== null ? { seed: input.seed } : {}),
-        ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
-        repeatPenalty: penalize
-          ? {
-              penalty: 1,
-              frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
-              presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
-            }
-          : false,
-        signal: input.signal,
-        onToken: (tokens) => {
-          completionTokens += tokens.length;
-          progress?.progress(slot);
-          input.onTokens?.(completionTokens);
-        },
-        ...(input.onText ? { onTextChunk: input.onText } : {}),
-        ...(calling
-          ? {
-              functions: calling.functions,
-              documentFunctionParams: true,
-              maxParallelFunctionCalls: calling.maxCalls,
-              ...(input.onCallText
-                ? {
-                    onFunctionCallParamsChunk: (c: { callIndex: number; functionName: string; paramsChunk: string }) =>
-                      input.onCallText?.(c.callIndex, c.functionName, c.paramsChunk),
-                  }
-                : {}),
-            }
-          : input.grammar
-            ? { grammar: input.grammar }
-            : {}),
-      });
-      const reason = response.metadata.stopReason;
-      const calls = (response.functionCalls ?? []).map((c) => ({
-        name: c.functionName,
-        arguments: JSON.stringify(c.params ?? {}),
-      }));
-      return {
-        text: response.response,
-        finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
-        calls,
-        completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
-        stopSequence:
-          response.metadata.stopReason === 'customStopTrigger'
-            ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
-            : null,
-      };
-    } finally {
-      chat.dispose({ disposeSequence: false });
     }
   }
 
@@ -422,26 +277,6 @@ export class Engine {
     await this.model.dispose().catch(() => {});
     await this.llama.dispose().catch(() => {});
   }
-}
-
-/**
- * The model's chat wrapper, but generation starts in function-calling mode (node-llama-cpp's
- * "initially engaged" function calls, as Functionary's wrapper uses): the function's name and
- * its arguments are sampled under node-llama-cpp's grammars, so they are valid whatever the
- * model. For `tool_choice` "required" or a named function.
- */
-export function forcedCallWrapper(base: ChatWrapper): ChatWrapper {
-  const forced = Object.create(base) as ChatWrapper;
-  forced.generateContextState = (options: ChatWrapperGenerateContextStateOptions) => {
-    const state = base.generateContextState(options);
-    return {
-      contextText: state.contextText,
-      stopGenerationTriggers: state.stopGenerationTriggers,
-      ...(state.ignoreStartText ? { ignoreStartText: state.ignoreStartText } : {}),
-      functionCall: { initiallyEngaged: true, disengageInitiallyEngaged: [] },
-    };
-  };
-  return forced;
 }
 
 /** The saved-state cache the options ask for; null when off or when its directory is unusable. */

@@ -61,6 +61,10 @@ export class ApiError extends VigilError {
   }
 }
 
+/** A 400 invalid_request_error naming the field (`param`), as OpenAI answers a bad request. */
+export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
+  new ApiError(400, message, 'invalid_request_error', param, code);
+
 /** Every sequence is busy and the queue is full (HTTP 429 with Retry-After). */
 export class QueueFullError extends VigilError {
   constructor(

@@ -5,7 +5,13 @@
  * node-llama-cpp's function definitions. Pure.
  */
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from 'node-llama-cpp';
-import type { ToolSpec } from './request.js';
+
+/** A function the model may call (`tools[].function`), its parameters checked for the grammar. */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string | null;
+  readonly parameters: Record<string, unknown> | null;
+}
 
 export interface ToolCall {
   readonly id: string;

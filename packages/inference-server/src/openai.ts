@@ -8,10 +8,10 @@ import type { ChatCompletion, ChatUsage, FinishReason, ModelList, ToolCall } fro
 
 export type { FinishReason };
 
-import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
-import { invalid } from './request.js';
+import { ApiError, ContextLengthError, EndReason, invalid, QueueFullError } from './errors.js';
 
-export { type CompletionRequest, invalid, parseCompletionRequest } from './request.js';
+export { invalid } from './errors.js';
+export { type CompletionRequest, parseCompletionRequest } from './request.js';
 
 export function completionId(): string {
   return `chatcmpl-${randomBytes(12).toString('hex')}`;

@@ -14,11 +14,11 @@ import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { Token } from 'node-llama-cpp';
 import type { ServerContext } from './context.js';
 import type { Engine, FunctionCalling } from './engine.js';
-import { ApiError, ContextLengthError, EndReason, QueueFullError } from './errors.js';
+import { ApiError, ContextLengthError, EndReason, invalid, QueueFullError } from './errors.js';
 import { chatFunctions } from './history.js';
 import { readBody, sendJson } from './http.js';
 import { type FinishReason, invalidJson, modelLoading, modelNotFound, shuttingDown } from './openai.js';
-import { type CompletionRequest, invalid } from './request.js';
+import type { CompletionRequest } from './request.js';
 
 /** One generated choice as the engine ends it: text, why it ended, the calls it made. */
 export interface GeneratedChoice {

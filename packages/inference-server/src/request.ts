@@ -5,20 +5,11 @@
  * OpenAI ignores them. Pure: no I/O.
  */
 import { z } from '@vigil/shared-types';
-import type { CompletionMessage, CompletionSettings } from './engine.js';
-import { ApiError } from './errors.js';
+import type { CompletionSettings } from './engine-types.js';
+import { type ApiError, invalid } from './errors.js';
+import type { CompletionMessage, ToolSpec } from './history.js';
 import { checkStop, checkTools, DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import { toGrammarSchema } from './schema.js';
-
-export const invalid = (message: string, param: string | null = null, code: string | null = null): ApiError =>
-  new ApiError(400, message, 'invalid_request_error', param, code);
-
-/** A function the model may call (`tools[].function`), its parameters checked for the grammar. */
-export interface ToolSpec {
-  readonly name: string;
-  readonly description: string | null;
-  readonly parameters: Record<string, unknown> | null;
-}
 
 /** `tool_choice`: the model decides, never calls, must call one, or must call this one. */
 export type ToolChoice = 'auto' | 'none' | 'required' | { readonly name: string };

@@ -6,8 +6,9 @@
  * answer. Also a bounded cache of compiled grammars, one per distinct schema. Pure but for the
  * cache's compile callback.
  */
+
+import { invalid } from './errors.js';
 import { checkSchemaBranches, checkSchemaShape, DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
-import { invalid } from './request.js';
 
 /** Keywords the grammar enforces (or that only annotate), per JSON Schema. */
 export const ANNOTATIONS: ReadonlySet<string> = new Set([

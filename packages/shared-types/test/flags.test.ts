@@ -1,6 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
 import { requestTooLarge } from '../src/index.js';
-import { FlagValueError, flagParser, intFlag, secondsFlag } from '../src/node/index.js';
+import {
+  collectFlag,
+  envOption,
+  FlagValueError,
+  flagParser,
+  intFlag,
+  listFlag,
+  secondsFlag,
+} from '../src/node/index.js';
 
 describe('flag value parsers', () => {
   it('reads integers of at least a minimum, with the message given or a default one', () => {
@@ -32,6 +40,29 @@ describe('flag value parsers', () => {
     })();
     expect(err).toBeInstanceOf(FlagValueError);
     expect(err).toMatchObject({ message: 'bad value "x"', code: 'commander.invalidArgument', exitCode: 78 });
+  });
+
+  it('collects a repeatable flag; from the environment its one string is split on commas and white space', () => {
+    expect(collectFlag('b', collectFlag('a', undefined))).toEqual(['a', 'b']);
+    const given = (value: unknown, source: string | undefined) => ({
+      getOptionValue: () => value,
+      getOptionValueSource: () => source,
+    });
+    expect(listFlag(given(['a, b', 'c'], 'cli'), 'x')).toEqual(['a, b', 'c']);
+    expect(listFlag(given(['a, b  c,,'], 'env'), 'x')).toEqual(['a', 'b', 'c']);
+    expect(listFlag(given('a,b', 'env'), 'x')).toEqual(['a', 'b']);
+    expect(listFlag(given(undefined, undefined), 'x')).toEqual([]);
+  });
+
+  it("binds a flag to its env variable: BIN_FLAG, or BIN_COMMAND_FLAG for a subcommand's flag", () => {
+    const option = (long: string | undefined, flags: string) => {
+      const o = { flags, long, envVar: '', env: (name: string) => Object.assign(o, { envVar: name }) };
+      return o;
+    };
+    expect(envOption('signal-daemon', option('--max-batch', '--max-batch <n>')).envVar).toBe('SIGNAL_DAEMON_MAX_BATCH');
+    expect(envOption('inference-server', option('--out', '-o, --out <f>'), 'make-model').envVar).toBe(
+      'INFERENCE_SERVER_MAKE_MODEL_OUT',
+    );
   });
 });
 

@@ -1,8 +1,11 @@
-import { envVarFor, parseListen, SERVICE_LOG_LEVELS, splitList } from '@vigil/shared-types';
+import { parseListen, SERVICE_LOG_LEVELS } from '@vigil/shared-types';
 import {
+  collectFlag,
   createServiceLogger,
+  envOption,
   flagParser,
   intFlag,
+  listFlag,
   runCli,
   secondsFlag,
   serviceNotifier,
@@ -17,19 +20,7 @@ import { VERSION } from './version.js';
 const BIN = 'signal-daemon';
 
 const listenAddr = flagParser((text) => parseListen(text));
-const opt = (flags: string, description: string) => {
-  const o = new Option(flags, description);
-  return o.env(envVarFor(BIN, o.long ?? flags));
-};
-
-/**
- * A repeatable flag (--signal-cli-arg, --attachment-dir) is one value per flag. From the
- * environment the whole list is one string, split on commas and white space (the project's one
- * convention for list-valued variables): a value that itself holds a space or a comma can only be
- * given with the flag.
- */
-const fromEnvList = (key: string, flags: string[] | undefined): string[] =>
-  program.getOptionValueSource(key) === 'env' ? (flags ?? []).flatMap(splitList) : (flags ?? []);
+const opt = (flags: string, description: string) => envOption(BIN, new Option(flags, description));
 
 const program = new Command(BIN)
   .description('Serve one messaging account over JSON-RPC (HTTP and TCP) with Server-Sent Events of incoming messages.')
@@ -45,7 +36,7 @@ const program = new Command(BIN)
   .addOption(opt('--signal-cli-config <dir>', "signal-cli's --config directory (default: signal-cli's own)"))
   .addOption(
     opt('--signal-cli-arg <arg>', 'one more argument for signal-cli before jsonRpc (repeatable)').argParser(
-      (v: string, prev: string[] | undefined) => [...(prev ?? []), v],
+      collectFlag,
     ),
   )
   .addOption(
@@ -84,7 +75,7 @@ const program = new Command(BIN)
     opt(
       '--allow-origin <origin>',
       'a web origin (scheme://host[:port]) whose pages may call the RPC and events paths (repeatable; default: none)',
-    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+    ).argParser(collectFlag),
   )
   .addOption(opt('--allow-non-loopback', 'allow listening on addresses other than loopback'))
   .addOption(opt('--profile-name <name>', 'the name other accounts see (default: the number)'))
@@ -138,13 +129,13 @@ const program = new Command(BIN)
     opt(
       '--consumer <name>',
       'a consumer name an SSE stream (?consumer=) or subscribeReceive may give, besides sse, tcp and relay (repeatable)',
-    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+    ).argParser(collectFlag),
   )
   .addOption(
     opt(
       '--relay-source <addr>',
       'TCP connections from this source address are the relay consumer (repeatable; default: 127.0.0.2)',
-    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+    ).argParser(collectFlag),
   )
   .addOption(
     opt('--link-timeout <s>', 'how long finishLink waits for a primary device')
@@ -179,7 +170,7 @@ const program = new Command(BIN)
     opt(
       '--attachment-dir <dir>',
       'attachment file paths must lie in this directory (repeatable; default: anywhere)',
-    ).argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]),
+    ).argParser(collectFlag),
   )
   .addOption(opt('--log-level <level>', 'error, warn, info or debug').choices(SERVICE_LOG_LEVELS).default('info'))
   .addOption(opt('--log-file <file>', 'append the JSON log here instead of stdout'))
@@ -204,7 +195,7 @@ const program = new Command(BIN)
       receiveMode: o.receiveMode,
       maxRequestBytes: o.maxRequestBytes,
       maxBatch: o.maxBatch,
-      allowOrigins: fromEnvList('allowOrigin', o.allowOrigin),
+      allowOrigins: listFlag(program, 'allowOrigin'),
       allowNonLoopback: o.allowNonLoopback === true,
       profileName: o.profileName,
       retentionHours: o.retentionHours,
@@ -215,18 +206,18 @@ const program = new Command(BIN)
       holdMessages: o.holdMessages,
       holdBytes: o.holdBytes,
       retentionBytes: o.retentionBytes,
-      consumers: fromEnvList('consumer', o.consumer),
-      relaySources: o.relaySource === undefined ? undefined : fromEnvList('relaySource', o.relaySource),
+      consumers: listFlag(program, 'consumer'),
+      relaySources: o.relaySource === undefined ? undefined : listFlag(program, 'relaySource'),
       linkTimeoutMs: o.linkTimeout * 1000,
       shutdownGraceMs: o.shutdownGrace * 1000,
       maxConnections: o.maxConnections,
       maxConnectionsPerSource: o.maxConnectionsPerSource,
       tcpIdleTimeoutMs: Math.round(o.tcpIdleTimeout * 1000),
-      attachmentDirs: fromEnvList('attachmentDir', o.attachmentDir),
+      attachmentDirs: listFlag(program, 'attachmentDir'),
       signalCli: {
         program: o.signalCli,
         configDir: o.signalCliConfig,
-        extraArgs: fromEnvList('signalCliArg', o.signalCliArg),
+        extraArgs: listFlag(program, 'signalCliArg'),
         callTimeoutMs: o.callTimeout * 1000,
       },
       logger,

@@ -12,6 +12,7 @@ import {
 } from '@vigil/shared-types';
 import {
   createServiceLogger,
+  envOption,
   flagParser,
   intFlag,
   runCli,
@@ -54,10 +55,7 @@ function defaultSource(targetHost: string): string | null {
 const seconds = secondsFlag(0, 'expected a number of seconds');
 const count = intFlag(1, 'expected a positive integer');
 const countOrZero = intFlag(0, 'expected an integer of at least 0');
-const opt = (flags: string, description: string) => {
-  const o = new Option(flags, description);
-  return o.env(envVarFor(BIN, o.long ?? flags));
-};
+const opt = (flags: string, description: string) => envOption(BIN, new Option(flags, description));
 
 const program = new Command(BIN)
   .description("Republish the messaging daemon's TCP listener on the host-to-VM link address.")

@@ -1,9 +1,9 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { requestTooLarge } from '@vigil/shared-types';
 import type { SourceBudget } from './budget.js';
+import type { RelayConfig } from './config.js';
 import type { MethodFilter } from './filter.js';
 import { GuestLines, type Refusal } from './guest-lines.js';
-import type { RelayConfig } from './relay.js';
 
 /** What a connection needs of the relay's configuration. */
 export type PairConfig = Pick<

@@ -8,17 +8,10 @@
  * `output_config`, `metadata`, `cache_control`, …) are accepted and documented. Pure.
  */
 import { z } from '@vigil/shared-types';
-import type { ApiError } from '../errors.js';
-import type { CompletionMessage, ToolCall } from '../history.js';
+import { type ApiError, invalid } from '../errors.js';
+import type { CompletionMessage, ToolCall, ToolSpec } from '../history.js';
 import { checkSchemaShape, checkStop, DEFAULT_INPUT_LIMITS, type InputLimits } from '../limits.js';
-import {
-  type CompletionRequest,
-  checkTool,
-  checkToolList,
-  invalid,
-  type ToolChoice,
-  type ToolSpec,
-} from '../request.js';
+import { type CompletionRequest, checkTool, checkToolList, type ToolChoice } from '../request.js';
 import { check, type HostedTools, lenientSchema, objectAt } from './common.js';
 
 /** A validated Messages request (the engine's request). */

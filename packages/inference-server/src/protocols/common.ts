@@ -5,8 +5,9 @@
  * function-call arguments. Pure but for the one log line.
  */
 import type { z } from '@vigil/shared-types';
+import { invalid } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { invalid, toInvalid } from '../request.js';
+import { toInvalid } from '../request.js';
 import { ANNOTATIONS, ENFORCED, FORMATS } from '../schema.js';
 
 /** `value` (found at `path` in `root`) checked against `schema`; a 400 naming the field when it fails. */

@@ -8,13 +8,12 @@
  * in-memory store for `previous_response_id`.
  */
 import { randomBytes } from 'node:crypto';
-import { ApiError, ContextLengthError } from '../errors.js';
+import { ApiError, ContextLengthError, invalid } from '../errors.js';
 import type { CompletionMessage } from '../history.js';
 import type { InputLimits } from '../limits.js';
 import { toApiError } from '../openai.js';
 import type { GeneratedChoice, Generation, Output, Protocol } from '../pipeline.js';
 import { sse } from '../pipeline.js';
-import { invalid } from '../request.js';
 import { CallPieces, type HostedTools } from './common.js';
 import { parseResponsesRequest, type ResponsesRequest } from './responses.js';
 

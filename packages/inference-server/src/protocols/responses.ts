@@ -7,17 +7,10 @@
  * (`reasoning`, `include`, `prompt_cache_key`, …) are accepted and documented. Pure.
  */
 import { z } from '@vigil/shared-types';
-import type { CompletionMessage, ToolCall } from '../history.js';
+import { invalid } from '../errors.js';
+import type { CompletionMessage, ToolCall, ToolSpec } from '../history.js';
 import { checkSchemaShape, DEFAULT_INPUT_LIMITS, type InputLimits } from '../limits.js';
-import {
-  type CompletionRequest,
-  checkTool,
-  checkToolList,
-  invalid,
-  type ResponseFormat,
-  type ToolChoice,
-  type ToolSpec,
-} from '../request.js';
+import { type CompletionRequest, checkTool, checkToolList, type ResponseFormat, type ToolChoice } from '../request.js';
 import { toGrammarSchema } from '../schema.js';
 import { check, type HostedTools, lenientSchema, objectAt } from './common.js';
 

@@ -5,7 +5,8 @@
  * ("error: option '--port <n>' argument '0' is invalid. expected …") and `runCli` exits 78.
  */
 import { VigilError } from '../errors.js';
-import { ExitCode } from '../process.js';
+import { splitList } from '../net.js';
+import { ExitCode, envVarFor } from '../process.js';
 
 /** A flag value that cannot be used: bad usage (78). */
 export class FlagValueError extends VigilError {
@@ -42,3 +43,37 @@ export const flagParser =
       throw new FlagValueError(err instanceof Error ? err.message : String(err));
     }
   };
+
+/** A repeatable flag's parser (commander's argParser): each use adds its value to the list. */
+export const collectFlag = (value: string, previous: readonly string[] | undefined): string[] => [
+  ...(previous ?? []),
+  value,
+];
+
+/** What a command (commander's `Command`) tells of one option: its value and where that came from. */
+export interface OptionValues {
+  getOptionValue(key: string): unknown;
+  getOptionValueSource(key: string): string | undefined;
+}
+
+/**
+ * A repeatable flag's values, one per flag. From the environment the whole list is one string,
+ * split on commas and white space (`splitList`, the project's one convention for list-valued
+ * variables): a value that itself holds a space or a comma can only be given with the flag.
+ */
+export function listFlag(cmd: OptionValues, key: string): string[] {
+  const v = cmd.getOptionValue(key);
+  const values = typeof v === 'string' ? [v] : Array.isArray(v) ? (v as string[]) : [];
+  return cmd.getOptionValueSource(key) === 'env' ? values.flatMap(splitList) : values;
+}
+
+/**
+ * A flag (commander's `Option`) read from its env variable too: BIN_FLAG, or BIN_COMMAND_FLAG for
+ * a subcommand's own flags (`envVarFor`).
+ */
+export function envOption<
+  O extends { readonly flags: string; readonly long?: string | undefined; env(name: string): O },
+>(bin: string, option: O, command?: string): O {
+  const flag = option.long ?? option.flags;
+  return option.env(envVarFor(bin, command ? `${command}-${flag}` : flag));
+}

@@ -1,7 +1,7 @@
 /** The account itself and the network's accounts: updateProfile, sendSyncRequest, listAccounts. */
 import { invalidParams } from '../errors.js';
 import { optBool, optString, type Params } from '../params.js';
-import { stagedAttachments } from './messages.js';
+import { stagedAttachments } from './attachments.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 
 /**

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { DataMessage, GroupInfo, RecipientAddress } from '@vigil/shared-types';
 import { invalidParams, userError } from '../errors.js';
 import { numbers, optBool, optInt, optString, type Params, reqString, strings } from '../params.js';
-import { stagedAttachments } from './messages.js';
+import { stagedAttachments } from './attachments.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 import type { GroupSettings } from './records.js';
 import type { GroupRow } from './store.js';

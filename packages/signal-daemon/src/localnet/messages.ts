@@ -1,6 +1,4 @@
 /** Messages: send (to numbers, groups, note to self; with attachments, styles, quotes, edits), sendReceipt, sendTyping. */
-import { randomBytes } from 'node:crypto';
-import { basename } from 'node:path';
 import {
   type DataMessage,
   type Mention,
@@ -13,15 +11,13 @@ import {
   type SyncMessage,
   type TextStyle,
 } from '@vigil/shared-types';
-import { readAttachmentFile } from '../attachments.js';
 import { invalidParams, RpcFailure, userError } from '../errors.js';
 import { numbers, optBool, optString, type Params, strings, timestamps } from '../params.js';
+import { stagedAttachments } from './attachments.js';
 import { mentions, previews, quote, textStyles } from './content.js';
 import { memberGroup } from './groups.js';
 import type { EnvelopeBody, LocalContext, LocalMethods } from './methods.js';
-import { contentTypeOf } from './sniff.js';
 import { stickerRef } from './stickers.js';
-import type { AttachmentRow } from './store.js';
 
 /** A send that reached nobody it was meant for fails as signal-cli's does (-1, or -4 for an untrusted identity). */
 export function finishSend(timestamp: number, results: SendResultEntry[], what: string): SendResult {
@@ -182,56 +178,6 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   }
   // A group with no other members is a successful send to nobody.
   return finishSend(timestamp, results, 'message');
-}
-
-/** An attachment given as a data URI (`data:MIME[;filename=NAME];base64,DATA`) or a file path. */
-export async function readAttachment(ctx: LocalContext, spec: string): Promise<AttachmentRow> {
-  const id = randomBytes(12).toString('hex');
-  const uri = /^data:([^;,]+)?((?:;[^;,=]+=[^;,]*)*)(;base64)?,(.*)$/s.exec(spec);
-  if (!uri) {
-    // A path: checked (regular file, size, allowed directories) before it is read, off the event loop.
-    const data = await readAttachmentFile(spec, ctx.attachmentPolicy);
-    return { id, contentType: contentTypeOf(data), filename: basename(spec), data };
-  }
-  const contentType = uri[1] ?? 'text/plain';
-  const filename = /;filename=([^;,]*)/.exec(uri[2] ?? '')?.[1] ?? null;
-  let data: Buffer;
-  try {
-    data = uri[3] ? Buffer.from(uri[4] ?? '', 'base64') : Buffer.from(decodeURIComponent(uri[4] ?? ''));
-  } catch {
-    throw invalidParams('attachment data URI is not validly percent-encoded');
-  }
-  if (data.length > ctx.attachmentPolicy.maxBytes) {
-    throw invalidParams(`attachment data URI is larger than the limit of ${ctx.attachmentPolicy.maxBytes} bytes`);
-  }
-  return { id, contentType, filename, data };
-}
-
-/**
- * Reads every attachment (each refusal -32602 naming it), then stages them: the rows come back to
- * be written with `store.storeAttachments` in the transaction that stores what refers to them.
- */
-export async function stagedAttachments(
-  ctx: LocalContext,
-  specs: readonly string[],
-): Promise<{ result: Record<string, unknown>[]; staged: AttachmentRow[] }> {
-  const rows: AttachmentRow[] = [];
-  for (const spec of specs) rows.push(await readAttachment(ctx, spec));
-  return ctx.store.stageAttachments(() => rows.map((a) => attachmentPointer(ctx, a)));
-}
-
-function attachmentPointer(ctx: LocalContext, a: AttachmentRow): Record<string, unknown> {
-  ctx.store.putAttachment(a);
-  return {
-    contentType: a.contentType,
-    filename: a.filename,
-    id: a.id,
-    size: a.data.length,
-    width: null,
-    height: null,
-    caption: null,
-    uploadTimestamp: Date.now(),
-  };
 }
 
 async function sendReceipt(ctx: LocalContext, p: Params): Promise<SendResult> {

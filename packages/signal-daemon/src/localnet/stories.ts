@@ -9,8 +9,9 @@
 import type { SendResult, SendResultEntry, StoryMessage } from '@vigil/shared-types';
 import { invalidParams } from '../errors.js';
 import { numbers, optBool, optString, type Params, reqString } from '../params.js';
+import { stagedAttachments } from './attachments.js';
 import { postToAll } from './interactions.js';
-import { finishSend, sendableGroups, stagedAttachments } from './messages.js';
+import { finishSend, sendableGroups } from './messages.js';
 import type { LocalContext, LocalMethods } from './methods.js';
 
 async function sendStory(ctx: LocalContext, p: Params): Promise<SendResult> {
