@@ -15,7 +15,9 @@ import {
   INFERENCE_HTTP,
   INFERENCE_LIVENESS,
   INFERENCE_MTLS,
+  STATUS_PAGE,
 } from '../packages/shared-types/src/index.js';
+import { statusPageCommand } from '../packages/stack/src/status-page/command.js';
 import { exited } from './support.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
@@ -69,10 +71,18 @@ function dockerfile(path: string) {
 }
 
 describe('docker/compose.yaml', () => {
-  it('has the stack: daemon, relay, inference server and its model job, guardian, health check', () => {
+  it('has the stack: daemon, relay, inference server and its model job, guardian, health check, status page', () => {
     expect(compose.name).toBe('vigil');
     expect(Object.keys(services).sort()).toEqual(
-      ['signal-daemon', 'tcp-relay', 'model-init', 'inference-server', 'guardian', 'health-check'].sort(),
+      [
+        'signal-daemon',
+        'tcp-relay',
+        'model-init',
+        'inference-server',
+        'guardian',
+        'health-check',
+        'status-page',
+      ].sort(),
     );
     for (const [name, s] of Object.entries(services)) {
       expect([name, s.restart]).toEqual([name, name === 'model-init' ? 'no' : 'unless-stopped']);
@@ -94,7 +104,7 @@ describe('docker/compose.yaml', () => {
       }
     }
     expect(published.sort()).toEqual(
-      [DAEMON_HTTP.port, DAEMON_TCP.port, INFERENCE_HTTP.port, INFERENCE_MTLS.port].sort(),
+      [DAEMON_HTTP.port, DAEMON_TCP.port, INFERENCE_HTTP.port, INFERENCE_MTLS.port, STATUS_PAGE.port].sort(),
     );
     expect(services['signal-daemon'].ports).toEqual([
       `127.0.0.1:${DAEMON_HTTP.port}:8080`,
@@ -104,6 +114,7 @@ describe('docker/compose.yaml', () => {
       `127.0.0.1:${INFERENCE_HTTP.port}:1337`,
       `127.0.0.1:${INFERENCE_MTLS.port}:1338`,
     ]);
+    expect(services['status-page'].ports).toEqual([`127.0.0.1:${STATUS_PAGE.port}:${STATUS_PAGE.port}`]);
     // The relay binds the host's link address itself, in the host's network namespace.
     expect(services['tcp-relay'].network_mode).toBe('host');
     expect(services['tcp-relay'].ports).toBeUndefined();
@@ -199,6 +210,66 @@ describe('docker/compose.yaml', () => {
     const target = dockerfile(join(dockerDir, 'Dockerfile')).stages.find((st) => st.name === 'health-check')!;
     const entrypoint = JSON.parse(target.body.find((i) => i.op === 'ENTRYPOINT')!.args);
     expect(entrypoint).toEqual(['node', VIGIL_IN_IMAGE, 'every', '300', '--', 'node', '/app/bin/health-check.js']);
+  });
+
+  it('serves the status page on loopback, reading the guardian, health and inference files read-only', () => {
+    const p = services['status-page'];
+    const command = (p.command as string[]).map(interpolate);
+    // Every flag is one of `vigil status-page`, every value-taking flag has its value.
+    const options = statusPageCommand().options;
+    for (const [i, arg] of command.entries()) {
+      if (!arg.startsWith('--')) continue;
+      const option = options.find((o) => o.long === arg);
+      expect([arg, option !== undefined]).toEqual([arg, true]);
+      if (option!.required) expect([arg, command[i + 1]?.startsWith('--')]).toEqual([arg, false]);
+    }
+    const value = (flag: string) => command[command.indexOf(flag) + 1];
+    // Inside the container on all addresses (published on the host's loopback only, above).
+    expect(value('--listen')).toBe(`0.0.0.0:${STATUS_PAGE.port}`);
+    expect(command).toContain('--allow-non-loopback');
+    // The daemon by its service name, at the port it listens on in its container.
+    const daemon = services['signal-daemon'].command as string[];
+    expect(value('--daemon')).toBe(`signal-daemon:${daemon[daemon.indexOf('--http') + 1]!.split(':')[1]}`);
+    // The configurations the guardian and the health check run with, mounted read-only.
+    const mountOf = (service: string, target: string) =>
+      (services[service].volumes as string[]).find((v) => v.split(':')[1] === target);
+    expect(mountOf('status-page', value('--guardian-config')!)).toBe(mountOf('guardian', '/etc/vigil/guardian.json'));
+    expect(mountOf('status-page', value('--health-config')!)).toBe(mountOf('health-check', '/etc/vigil/health.json'));
+    // Every mount of the page is read-only; each file it reads lies in one of them, written by its service.
+    for (const v of p.volumes as string[]) expect(v).toMatch(/:ro$/);
+    const guardian = parseConfig(JSON.parse(read('docker/guardian.json')), '/etc/vigil');
+    const health = resolveConfig(JSON.parse(read('docker/health.json')));
+    const volumeOf = (service: string, file: string) =>
+      (services[service].volumes as string[])
+        .map((v) => v.split(':'))
+        .find(([source, target]) => !source!.startsWith('.') && file.startsWith(`${target}/`))?.[0];
+    const read_ = [
+      ['guardian', guardian.logFile],
+      ['guardian', guardian.stateFile],
+      ['health-check', health.healthLog],
+      ['inference-server', guardian.primary.log],
+    ] as const;
+    for (const [writer, file] of read_) {
+      expect([file, volumeOf('status-page', file!)]).toEqual([file, volumeOf(writer, file!)]);
+      expect([file, volumeOf(writer, file!)]).not.toEqual([file, undefined]);
+    }
+    // The guardian logs to a file (the page's history), in a volume it may write.
+    expect(guardian.logFile).toBe('/var/lib/vigil/state/guardian.log');
+    expect(services.guardian.volumes).toContain('state:/var/lib/vigil/state');
+    // The page's own files (token, actions log) are in its container, outside every mount.
+    const home = p.environment.VIGIL_HOME as string;
+    for (const v of p.volumes as string[]) expect(home.startsWith(`${v.split(':')[1]}/`)).toBe(false);
+    // A healthcheck like the other long-running services, on the page's own JSON.
+    const test = (p.healthcheck.test as string[]).join(' ');
+    expect(test).toContain(`http://127.0.0.1:${STATUS_PAGE.port}/api/status`);
+    expect(p.healthcheck.interval).toBe(services['signal-daemon'].healthcheck.interval);
+    // The image runs the same command by itself.
+    const target = dockerfile(join(dockerDir, 'Dockerfile')).stages.find((st) => st.name === 'status-page')!;
+    const body = (op: string) => JSON.parse(target.body.find((i) => i.op === op)!.args) as string[];
+    expect(target.from).toBe('runtime');
+    expect(body('ENTRYPOINT')).toEqual(['node', VIGIL_IN_IMAGE, 'status-page']);
+    expect(body('CMD')).toEqual(command);
+    expect(target.body.find((i) => i.op === 'ENV')!.args).toBe(`VIGIL_HOME=${home}`);
   });
 
   it('passes docker compose config where the compose plugin is installed', () => {

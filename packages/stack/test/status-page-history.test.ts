@@ -7,16 +7,28 @@
  * benchmark's (`pnpm bench status-page`).
  */
 import { appendFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { freePort } from '../../../test/support.js';
 import { tmpDir } from '../../signal-daemon/test/helpers.js';
 import { homePaths } from '../src/paths.js';
+import { Collector } from '../src/status-page/collect.js';
 import { writeSampleHistory } from '../src/status-page/sample.js';
 import { type StatusPage, startStatusPage } from '../src/status-page/server.js';
 
 const home = tmpDir('vigil-history-');
 const paths = homePaths(home.dir);
 const NOW = Date.now() / 1000;
+/** What the page reads: the sample's home and configurations. */
+const readConfig = {
+  home: home.dir,
+  socket: paths.socket,
+  guardianConfig: paths.guardianConfig,
+  healthConfig: paths.healthConfig,
+  daemonMetrics: null,
+  askTimeoutMs: 800,
+};
 let page: StatusPage;
 let sample: ReturnType<typeof writeSampleHistory>;
 
@@ -37,12 +49,7 @@ describe('the status page over a week of history', () => {
       closedPort: await freePort(),
     });
     page = await startStatusPage({
-      home: home.dir,
-      socket: paths.socket,
-      guardianConfig: paths.guardianConfig,
-      healthConfig: paths.healthConfig,
-      daemonMetrics: null,
-      askTimeoutMs: 800,
+      ...readConfig,
       listen: { host: '127.0.0.1', port: 0 },
       tokenFile: paths.statusToken,
       actionsLog: paths.log('status-page-actions'),
@@ -112,6 +119,26 @@ describe('the status page over a week of history', () => {
     const rotated = await get('/api/status');
     expect(JSON.parse(rotated.body).guardian).toMatchObject({ probesLastHour: 1, events: { probe_ok: 1 } });
   }, 30_000);
+
+  it('asks the daemon at --daemon when given, else at daemon.http of the health configuration', async () => {
+    // The daemon of the compose stack: a real HTTP listener that the health configuration does not name.
+    const answer = { backend: 'localnet', state: 'ok', account: '+15550000001' };
+    const daemon = createServer((req, res) => {
+      res.writeHead(req.url === '/api/v1/check' ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer));
+    });
+    await new Promise<void>((r) => daemon.listen(0, '127.0.0.1', r));
+    const port = (daemon.address() as AddressInfo).port;
+    try {
+      const given = await new Collector({ ...readConfig, daemon: { host: '127.0.0.1', port } }).snapshot();
+      expect(given.messaging.check).toEqual(answer);
+      // The sample's health configuration names a closed port.
+      const fromHealth = await new Collector(readConfig).snapshot();
+      expect(fromHealth.messaging.check).toBeNull();
+    } finally {
+      await new Promise((r) => daemon.close(r));
+    }
+  });
 
   it('keeps its token private and publishes its address while it runs', () => {
     expect(statSync(paths.statusToken).mode & 0o077).toBe(0);

@@ -29,6 +29,8 @@ export interface PageConfig {
   readonly healthConfig: string;
   /** The guardian's event log, when its configuration has no logFile (it then logs to stdout). */
   readonly guardianLog?: string | undefined;
+  /** The daemon's HTTP listener, where the health check's `daemon.http` is not the page's way to it. */
+  readonly daemon?: HostPort | null | undefined;
   /** The daemon's metrics listener, when it has one (messages per minute). */
   readonly daemonMetrics: HostPort | null;
   /** How long each service may take to answer, per refresh. */
@@ -135,7 +137,7 @@ export class Collector {
   }
 
   private async messaging(now: number): Promise<Snapshot['messaging']> {
-    const daemon = this.healthConf.daemon.http;
+    const daemon = this.config.daemon ?? this.healthConf.daemon.http;
     const t = this.config.askTimeoutMs;
     const [check, metrics] = await Promise.allSettled([
       get(daemon, '/api/v1/check', t, 'application/json'),

@@ -33,6 +33,7 @@ export function statusPageCommand(): Command {
     .option('--guardian-config <file>', "the guardian's configuration (default HOME/guardian.json)")
     .option('--guardian-log <file>', "the guardian's event log, when its configuration has no logFile")
     .option('--health-config <file>', "the health check's configuration (default HOME/health.json)")
+    .option('--daemon <addr>', "the daemon's HTTP listener (default: daemon.http of the health check's configuration)")
     .option('--daemon-metrics <addr>', "the daemon's --metrics listener (messages per minute) [VIGIL_DAEMON_METRICS]")
     .addHelpText(
       'after',
@@ -61,6 +62,7 @@ export function statusPageCommand(): Command {
         guardianConfig: (o.guardianConfig as string | undefined) ?? paths.guardianConfig,
         guardianLog: o.guardianLog as string | undefined,
         healthConfig: (o.healthConfig as string | undefined) ?? paths.healthConfig,
+        daemon: o.daemon ? address('--daemon', String(o.daemon)) : null,
         daemonMetrics: metrics ? address('--daemon-metrics', metrics) : null,
         askTimeoutMs: 800,
         listen,
