@@ -22,7 +22,7 @@
 // Traffic goes only to 127.0.0.1; children and the temporary directory are removed at the end,
 // also on error; a watchdog bounds the run. Exit 0 when the run completed, 1 when it could not.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -221,7 +221,12 @@ async function startServer(kind, model, extra = []) {
       : ['-m', model, '--host', '127.0.0.1', '--port', String(port), '--parallel', '2', '-c', String(2 * CONTEXT)]
           .concat(['-t', String(THREADS), '-tb', String(THREADS), '--alias', 'bench', '--log-disable'])
           .concat(extra);
-  const child = spawn(kind === 'vigil' ? process.execPath : LLAMA_SERVER, argv, { stdio: 'ignore' });
+  // The server's output goes to a file of the run, shown when the run fails.
+  const logFile = join(tmp, `${kind}-${port}.log`);
+  const out = openSync(logFile, 'a');
+  const child = spawn(kind === 'vigil' ? process.execPath : LLAMA_SERVER, argv, { stdio: ['ignore', out, out] });
+  closeSync(out);
+  child.logFile = logFile;
   children.push(child);
   await waitReady(port, child, kind);
   return { port, child };
@@ -301,6 +306,11 @@ main().then(
   },
   (err) => {
     log(`failed: ${err.stack ?? err}`);
+    for (const c of children) {
+      if (!c.logFile || !existsSync(c.logFile)) continue;
+      const lines = readFileSync(c.logFile, 'utf8').trimEnd().split('\n').slice(-15);
+      log(`${c.logFile} (exit ${c.exitCode ?? c.signalCode ?? 'running'}), last lines:\n${lines.join('\n')}`);
+    }
     cleanup();
     process.exit(1);
   },
