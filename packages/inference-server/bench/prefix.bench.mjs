@@ -77,7 +77,9 @@ setTimeout(() => {
   process.exit(1);
 }, RUN_TIMEOUT_MS).unref();
 
-const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+// A new connection per request (loopback: a fraction of a millisecond against TTFTs of hundreds):
+// llama-server closes kept-alive connections on its own schedule, and a reused closed socket fails.
+const agent = new Agent({ keepAlive: false, maxSockets: 16 });
 
 /** A streaming completion: time to the first content, the text, and the usage when given. */
 function stream(port, body) {
