@@ -70,6 +70,14 @@ function systemdSender(warn: (m: string) => void): Sender {
     });
   };
   return (assignments) => {
+    // STOPPING=1 goes at once, beside a command still running: the process may exit right after
+    // (the command, once started, outlives it), and a queued message would be lost with it.
+    if (assignments.has('STOPPING')) {
+      pending.clear();
+      const args = [...assignments].map(([k, v]) => `${k}=${v}`);
+      execFile('systemd-notify', args, { timeout: 5000 }, () => {});
+      return;
+    }
     for (const [k, v] of assignments) {
       // WATCHDOG=trigger wins over a WATCHDOG=1 that waits with it.
       if (k === 'WATCHDOG' && pending.get(k) === 'trigger') continue;
