@@ -11,6 +11,7 @@ import type {
 } from 'node-llama-cpp';
 import type { CompletionInput, CompletionOutput } from './engine-types.js';
 import { chatHistory } from './history.js';
+import { completionTokensOf, generation, stopSequenceOf } from './sampling.js';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -31,29 +32,10 @@ export async function completeChat(
     contextSequence: sequence,
     chatWrapper: calling?.force ? forcedCallWrapper(chatWrapper) : chatWrapper,
   });
-  let completionTokens = 0;
+  const run = generation(input, maxTokens);
   try {
-    const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
     const response: LlamaChatResponse<ChatModelFunctions> = await chat.generateResponse(history, {
-      maxTokens,
-      temperature: input.temperature,
-      topP: input.topP,
-      ...(input.topK ? { topK: input.topK } : {}),
-      ...(input.seed !== null ? { seed: input.seed } : {}),
-      ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
-      repeatPenalty: penalize
-        ? {
-            penalty: 1,
-            frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
-            presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
-          }
-        : false,
-      signal: input.signal,
-      onToken: (tokens) => {
-        completionTokens += tokens.length;
-        input.onTokens?.(completionTokens);
-      },
-      ...(input.onText ? { onTextChunk: input.onText } : {}),
+      ...run.options,
       ...(calling
         ? {
             functions: calling.functions,
@@ -79,11 +61,8 @@ export async function completeChat(
       text: response.response,
       finishReason: calls.length > 0 ? 'tool_calls' : reason === 'maxTokens' ? 'length' : 'stop',
       calls,
-      completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
-      stopSequence:
-        response.metadata.stopReason === 'customStopTrigger'
-          ? response.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
-          : null,
+      completionTokens: completionTokensOf(response.metadata, run.generated(), maxTokens),
+      stopSequence: stopSequenceOf(response.metadata),
     };
   } finally {
     chat.dispose({ disposeSequence: false });

@@ -7,6 +7,7 @@
 import type { LlamaContextSequence, LlamaEmbeddingContext, LlamaModel, Token } from 'node-llama-cpp';
 import type { CompletionInput, CompletionOutput } from './engine-types.js';
 import { ContextLengthError } from './errors.js';
+import { completionTokensOf, generation, stopSequenceOf } from './sampling.js';
 
 type NodeLlamaCpp = typeof import('node-llama-cpp');
 
@@ -45,41 +46,19 @@ export async function completeText(
   const bos = beginningToken(sequence.model);
   const body = bos !== null && tokens[0] === bos ? tokens.slice(1) : [...tokens];
   const completion = new lib.LlamaCompletion({ contextSequence: sequence });
-  let completionTokens = 0;
+  const run = generation(input, maxTokens);
   try {
-    const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
     const r = await completion.generateCompletionWithMeta(body, {
-      maxTokens,
-      temperature: input.temperature,
-      topP: input.topP,
-      ...(input.topK ? { topK: input.topK } : {}),
-      ...(input.seed !== null ? { seed: input.seed } : {}),
-      ...(input.stop.length > 0 ? { customStopTriggers: input.stop } : {}),
+      ...run.options,
       ...(input.grammar ? { grammar: input.grammar } : {}),
-      repeatPenalty: penalize
-        ? {
-            penalty: 1,
-            frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
-            presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
-          }
-        : false,
-      signal: input.signal,
-      onToken: (t) => {
-        completionTokens += t.length;
-        input.onTokens?.(completionTokens);
-      },
-      ...(input.onText ? { onTextChunk: input.onText } : {}),
     });
     const reason = r.metadata.stopReason;
     return {
       text: r.response,
       finishReason: reason === 'maxTokens' ? 'length' : 'stop',
       calls: [],
-      completionTokens: reason === 'maxTokens' ? Math.max(completionTokens, maxTokens) : completionTokens,
-      stopSequence:
-        r.metadata.stopReason === 'customStopTrigger'
-          ? r.metadata.customStopTrigger.filter((p) => typeof p === 'string').join('')
-          : null,
+      completionTokens: completionTokensOf(r.metadata, run.generated(), maxTokens),
+      stopSequence: stopSequenceOf(r.metadata),
     };
   } finally {
     completion.dispose({ disposeSequence: false });
