@@ -6,7 +6,16 @@
 // `pnpm build` (it is not a `*.bench.mjs`, so `pnpm bench` leaves it out):
 //
 //   node bench/steady-load.mjs [--minutes 30] [--preset tiny|small] [--max-tokens 200]
-//        [--message-every 1] [--completion-every 2] [--interval 10]
+//        [--message-every 1 | --message-rate 200] [--completion-every 2] [--interval 10]
+//
+// Bounded on disk and in memory (issue 29): every minute the bytes under the stack's home (the
+// local network's file, the daemon's data, logs, state) and each service's RSS are sampled; the
+// final table gives them at the start of the load, at half time and at the end, and says whether
+// each stayed flat in the second half (grew by at most 5% + 1 MiB). `--message-rate N` sends N
+// messages a second (paced, at most 64 in flight, kept-alive connections) instead of one every
+// --message-every seconds; `--retention-hours H` sets the retention of the local network's tables
+// (SIGNAL_DAEMON_LOCALNET_RETENTION_HOURS, which the stack passes on) so that it is reached in the
+// run; the inbox is bounded by its own message and byte caps.
 //
 // Every --message-every seconds a JSON-RPC `send` to the daemon's HTTP listener (a note to its
 // own account, `vigil start`'s default +15550000001: no second account is registered); every
@@ -15,7 +24,7 @@
 // final table; exit 0 when nothing was restarted and no probe failed, 1 otherwise, 2 when it
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -36,6 +45,9 @@ const MAX_TOKENS = Number(flag('max-tokens', '200'));
 const MESSAGE_EVERY = Number(flag('message-every', '1'));
 const COMPLETION_EVERY = Number(flag('completion-every', '2'));
 const INTERVAL = Number(flag('interval', '10'));
+const MESSAGE_RATE = Number(flag('message-rate', '0'));
+const RETENTION = flag('retention-hours', undefined);
+const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 64 });
 const log = (s) => console.error(`steady-load: ${s}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -49,10 +61,10 @@ const freePort = () =>
     });
   });
 
-function post(port, path, body, timeoutMs) {
+function post(port, path, body, timeoutMs, agent = false) {
   return new Promise((resolve) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' }, agent: false },
+      { host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' }, agent },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -66,6 +78,58 @@ function post(port, path, body, timeoutMs) {
     req.on('error', (err) => resolve({ status: 0, text: err.message }));
     req.end(JSON.stringify(body));
   });
+}
+
+/** Bytes under a path (a file, or a directory walked whole). */
+function bytesUnder(p) {
+  let st;
+  try {
+    st = statSync(p);
+  } catch {
+    return 0;
+  }
+  if (!st.isDirectory()) return st.size;
+  return readdirSync(p).reduce((sum, n) => sum + bytesUnder(join(p, n)), 0);
+}
+/** Resident set size of a pid in bytes (0 when it is gone). */
+function rssOf(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+const samples = [];
+function sample(home) {
+  const row = { t: Date.now() };
+  for (const n of readdirSync(home)) {
+    if (n === 'models' || n === 'run') continue;
+    const key = n.startsWith('localnet.sqlite') ? 'disk localnet.sqlite*' : `disk ${n}`;
+    row[key] = (row[key] ?? 0) + bytesUnder(join(home, n));
+  }
+  try {
+    const services = JSON.parse(readFileSync(join(home, 'run/stack.json'), 'utf8')).services ?? {};
+    for (const [name, s] of Object.entries(services)) row[`rss ${name}`] = rssOf(s.pid);
+  } catch {}
+  samples.push(row);
+}
+const MiB = (b) => (b / 2 ** 20).toFixed(1);
+function sampleTable() {
+  if (samples.length < 3) return 'too few samples';
+  const first = samples[0];
+  const half = samples[Math.floor((samples.length - 1) / 2)];
+  const last = samples[samples.length - 1];
+  const keys = Object.keys(last).filter((k) => k !== 't');
+  const rows = ['| what | start of load (MiB) | half time | end | flat in the second half |', '|---|---|---|---|---|'];
+  let allFlat = true;
+  for (const k of keys) {
+    const h = half[k] ?? 0;
+    const flat = (last[k] ?? 0) <= h * 1.05 + 2 ** 20;
+    allFlat &&= flat;
+    rows.push(`| ${k} | ${MiB(first[k] ?? 0)} | ${MiB(h)} | ${MiB(last[k] ?? 0)} | ${flat ? 'yes' : 'no'} |`);
+  }
+  return `${rows.join('\n')}\nall flat in the second half: ${allFlat ? 'yes' : 'no'}`;
 }
 
 const home = mkdtempSync(join(tmpdir(), 'vigil-steady-'));
@@ -110,7 +174,16 @@ try {
       '--health-interval',
       '0',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // The daemon reads its retentions from the environment too (the stack passes it on).
+      env: RETENTION
+        ? {
+            ...process.env,
+            SIGNAL_DAEMON_LOCALNET_RETENTION_HOURS: RETENTION,
+          }
+        : process.env,
+    },
   );
   for (const s of [stack.stdout, stack.stderr]) {
     s.setEncoding('utf8');
@@ -124,19 +197,53 @@ try {
   }
   log(`the stack runs (home ${home}); ${MINUTES} min of load`);
   const end = Date.now() + MINUTES * 60_000;
-  const messages = (async () => {
-    for (let i = 0; Date.now() < end; i++) {
-      const r = await post(
-        daemonHttp,
-        '/api/v1/rpc',
-        { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000001'], message: `steady ${i}` }, id: i },
-        10_000,
-      );
-      if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-      else counts.messageErrors++;
-      await sleep(MESSAGE_EVERY * 1000);
+  const paced = async () => {
+    // N a second: each 10 ms, the sends that are due, at most 64 in flight.
+    const start = Date.now();
+    let sent = 0;
+    let inFlight = 0;
+    while (Date.now() < end) {
+      const due = Math.floor(((Date.now() - start) / 1000) * MESSAGE_RATE);
+      while (sent < due && inFlight < 64) {
+        const i = sent++;
+        inFlight++;
+        post(
+          daemonHttp,
+          '/api/v1/rpc',
+          { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000001'], message: `steady ${i}` }, id: i },
+          10_000,
+          keepAlive,
+        ).then((r) => {
+          inFlight--;
+          if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
+          else counts.messageErrors++;
+        });
+      }
+      await sleep(10);
     }
-  })();
+    while (inFlight > 0) await sleep(10);
+  };
+  const messages =
+    MESSAGE_RATE > 0
+      ? paced()
+      : (async () => {
+          for (let i = 0; Date.now() < end; i++) {
+            const r = await post(
+              daemonHttp,
+              '/api/v1/rpc',
+              {
+                jsonrpc: '2.0',
+                method: 'send',
+                params: { recipient: ['+15550000001'], message: `steady ${i}` },
+                id: i,
+              },
+              10_000,
+            );
+            if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
+            else counts.messageErrors++;
+            await sleep(MESSAGE_EVERY * 1000);
+          }
+        })();
   const completions = (async () => {
     while (Date.now() < end) {
       const r = await post(
@@ -152,9 +259,14 @@ try {
       await sleep(COMPLETION_EVERY * 1000);
     }
   })();
-  const ticker = setInterval(() => log(JSON.stringify(counts)), 60_000);
+  sample(home);
+  const ticker = setInterval(() => {
+    sample(home);
+    log(JSON.stringify(counts));
+  }, 60_000);
   await Promise.all([messages, completions]);
   clearInterval(ticker);
+  sample(home);
   const guardian = readFileSync(join(home, 'logs/guardian.log'), 'utf8')
     .split('\n')
     .filter(Boolean)
@@ -167,6 +279,7 @@ try {
     `messages sent ${counts.messages} (errors ${counts.messageErrors}); completions ${counts.completions} (errors ${counts.completionErrors}), ${counts.tokens} tokens`,
   );
   console.log(`guardian events: ${JSON.stringify(byEvent)}`);
+  console.log(`\nbytes on disk and RSS (sampled each minute):\n${sampleTable()}\n`);
   console.log(`supervisor restarts: ${restarts.length}${restarts.length ? `\n  ${restarts.join('\n  ')}` : ''}`);
   const ok = restarts.length === 0 && !byEvent.probe_fail && !byEvent.restarting;
   console.log(`no false alarm: ${ok ? 'yes' : 'no'}`);
