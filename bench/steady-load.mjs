@@ -135,6 +135,12 @@ function sampleTable() {
 const home = mkdtempSync(join(tmpdir(), 'vigil-steady-'));
 let stack = null;
 const counts = { messages: 0, messageErrors: 0, completions: 0, completionErrors: 0, tokens: 0 };
+/** Why requests failed: the status (0: no answer) and the first 80 characters of the answer or error. */
+const failures = new Map();
+const failed = (what, r) => {
+  const key = `${what} ${r.status} ${r.text.slice(0, 80)}`;
+  failures.set(key, (failures.get(key) ?? 0) + 1);
+};
 async function stopStack() {
   if (!stack || stack.exitCode !== null) return;
   await new Promise((r) => execFile(process.execPath, [VIGIL, '--home', home, 'stop'], { timeout: 60_000 }, r));
@@ -216,7 +222,10 @@ try {
         ).then((r) => {
           inFlight--;
           if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-          else counts.messageErrors++;
+          else {
+            counts.messageErrors++;
+            failed('send', r);
+          }
         });
       }
       await sleep(10);
@@ -240,7 +249,10 @@ try {
               10_000,
             );
             if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-            else counts.messageErrors++;
+            else {
+              counts.messageErrors++;
+              failed('send', r);
+            }
             await sleep(MESSAGE_EVERY * 1000);
           }
         })();
@@ -255,7 +267,10 @@ try {
       if (r.status === 200) {
         counts.completions++;
         counts.tokens += JSON.parse(r.text).usage?.completion_tokens ?? 0;
-      } else counts.completionErrors++;
+      } else {
+        counts.completionErrors++;
+        failed('completion', r);
+      }
       await sleep(COMPLETION_EVERY * 1000);
     }
   })();
@@ -278,6 +293,7 @@ try {
   console.log(
     `messages sent ${counts.messages} (errors ${counts.messageErrors}); completions ${counts.completions} (errors ${counts.completionErrors}), ${counts.tokens} tokens`,
   );
+  for (const [key, n] of failures) console.log(`failed: ${n} × ${key}`);
   console.log(`guardian events: ${JSON.stringify(byEvent)}`);
   console.log(`\nbytes on disk and RSS (sampled each minute):\n${sampleTable()}\n`);
   console.log(`supervisor restarts: ${restarts.length}${restarts.length ? `\n  ${restarts.join('\n  ')}` : ''}`);
