@@ -212,7 +212,7 @@ describe('docker/compose.yaml', () => {
     expect(entrypoint).toEqual(['node', VIGIL_IN_IMAGE, 'every', '300', '--', 'node', '/app/bin/health-check.js']);
   });
 
-  it('serves the status page on loopback, reading the guardian, health and inference files read-only', () => {
+  it('serves the status page on loopback, reading the guardian, health and inference files, restarting nothing', () => {
     const p = services['status-page'];
     const command = (p.command as string[]).map(interpolate);
     // Every flag is one of `vigil status-page`, every value-taking flag has its value.
@@ -235,8 +235,12 @@ describe('docker/compose.yaml', () => {
       (services[service].volumes as string[]).find((v) => v.split(':')[1] === target);
     expect(mountOf('status-page', value('--guardian-config')!)).toBe(mountOf('guardian', '/etc/vigil/guardian.json'));
     expect(mountOf('status-page', value('--health-config')!)).toBe(mountOf('health-check', '/etc/vigil/health.json'));
-    // Every mount of the page is read-only; each file it reads lies in one of them, written by its service.
-    for (const v of p.volumes as string[]) expect(v).toMatch(/:ro$/);
+    // Every mount of the page is read-only but the guardian's state (its reset and restore buttons
+    // write it through the guardian's own commands); each file it reads lies in one of them,
+    // written by its service. No Docker socket: the page restarts no container.
+    for (const v of p.volumes as string[]) expect([v, /:ro$/.test(v)]).toEqual([v, v !== 'state:/var/lib/vigil/state']);
+    expect(JSON.stringify(p)).not.toMatch(/docker\.sock/);
+    expect(value('--restart-with')).toBe('compose');
     const guardian = parseConfig(JSON.parse(read('docker/guardian.json')), '/etc/vigil');
     const health = resolveConfig(JSON.parse(read('docker/health.json')));
     const volumeOf = (service: string, file: string) =>
@@ -270,6 +274,12 @@ describe('docker/compose.yaml', () => {
     expect(body('ENTRYPOINT')).toEqual(['node', VIGIL_IN_IMAGE, 'status-page']);
     expect(body('CMD')).toEqual(command);
     expect(target.body.find((i) => i.op === 'ENV')!.args).toBe(`VIGIL_HOME=${home}`);
+    // The guardian (for reset and restore) where the stack looks for a package's binary: ROOT
+    // (packages/stack/dist/paths.js, three levels up) + packages/guardian/bin/guardian.js.
+    const rootInImage = resolve(STACK_DIR, 'dist', '../../..');
+    expect(target.body.filter((i) => i.op === 'COPY').map((i) => i.args)).toEqual([
+      `--from=deploy-guardian /out ${rootInImage}/packages/guardian`,
+    ]);
   });
 
   it('passes docker compose config where the compose plugin is installed', () => {

@@ -15,16 +15,14 @@ import {
   healthConfigSchema,
 } from '@vigil/shared-types';
 import { readConfigFile, readTextOrNull } from '@vigil/shared-types/node';
-import { controlRequest, type ServiceStatus, type SupervisorStatus } from '../control.js';
 import { UsageError } from '../errors.js';
 import { GuardianHistory, HealthHistory } from './history.js';
+import { type ManagerConfig, type ServicesView, servicesView } from './managers.js';
 import { get, type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
 import { jsonLines, LogTail } from './tail.js';
 
-export interface PageConfig {
-  /** The stack's home (the supervisor's control socket; the token, actions log and address file). */
-  readonly home: string;
-  readonly socket: string;
+/** `home`: the stack's home (the supervisor's control socket; the token, actions log and address file). */
+export interface PageConfig extends ManagerConfig {
   readonly guardianConfig: string;
   readonly healthConfig: string;
   /** The guardian's event log, when its configuration has no logFile (it then logs to stdout). */
@@ -40,7 +38,7 @@ export interface PageConfig {
 export interface Snapshot {
   /** Milliseconds since the epoch. */
   readonly at: number;
-  readonly supervisor: { status: SupervisorStatus; services: readonly ServiceStatus[] } | { error: string };
+  readonly services: ServicesView;
   readonly guardian: {
     readonly history: GuardianHistory;
     /** The state file's machine, or null. */
@@ -66,6 +64,8 @@ export interface Snapshot {
 }
 
 const ERROR_LINES = 5;
+/** systemctl and launchctl are asked at most once a second (a process each time). */
+const MANAGER_EVERY_MS = 1000;
 
 export class Collector {
   readonly guardianConf: GuardianConfig;
@@ -80,6 +80,7 @@ export class Collector {
   private readonly requests = new Rate(10_000);
   private readonly tokens = new Rate(10_000);
   private lastErrors: Record<string, unknown>[] = [];
+  private view: { at: number; view: Promise<ServicesView> } | null = null;
 
   constructor(readonly config: PageConfig) {
     const base = dirname(config.guardianConfig);
@@ -122,18 +123,11 @@ export class Collector {
     }
   }
 
-  private async supervisor(): Promise<Snapshot['supervisor']> {
-    try {
-      const r = await controlRequest(
-        this.config.home,
-        this.config.socket,
-        { action: 'status' },
-        this.config.askTimeoutMs,
-      );
-      return { status: r.supervisor!, services: r.services ?? [] };
-    } catch (err) {
-      return { error: (err as Error).message };
-    }
+  private services(now: number): Promise<ServicesView> {
+    const every = this.config.restartWith === 'supervisor' ? 0 : MANAGER_EVERY_MS;
+    if (!this.view || now - this.view.at >= every)
+      this.view = { at: now, view: servicesView(this.config, this.config.askTimeoutMs) };
+    return this.view.view;
   }
 
   private async messaging(now: number): Promise<Snapshot['messaging']> {
@@ -208,15 +202,15 @@ export class Collector {
   async snapshot(): Promise<Snapshot> {
     const now = Date.now();
     this.readLogs();
-    const [supervisor, messaging, inference] = await Promise.all([
-      this.supervisor(),
+    const [services, messaging, inference] = await Promise.all([
+      this.services(now),
       this.messaging(now),
       this.inference(now),
     ]);
     const g = this.guardianConf;
     return {
       at: now,
-      supervisor,
+      services,
       guardian: {
         history: this.guardian,
         machine: this.machine(),
