@@ -232,9 +232,11 @@ function messaging(s: Snapshot): string {
   const m = s.messaging;
   const c = m.check;
   const backend = c?.backend as { kind?: string; state?: string } | undefined;
-  const perMin = m.metrics
+  const perMin = m.counted
     ? `${fixed(m.sentPerMin)} sent, ${fixed(m.receivedPerMin)} received`
-    : '– (start the daemon with --metrics and give the status page --daemon-metrics)';
+    : m.error
+      ? '–'
+      : '– (this daemon reports no message counters: give the status page its --metrics listener, --daemon-metrics)';
   const pairs: [string, string][] = [
     ['daemon', m.error ? `✕ ${esc(m.error)}` : '✓ answering'],
     ['backend', backend ? `${esc(backend.kind ?? '?')}: ${esc(backend.state ?? '?')}` : '–'],
