@@ -18,7 +18,8 @@ import {
   STATUS_PAGE,
 } from '../packages/shared-types/src/index.js';
 import { statusPageCommand } from '../packages/stack/src/status-page/command.js';
-import { exited } from './support.js';
+import { writeSampleHistory } from '../packages/stack/src/status-page/sample.js';
+import { exited, freePort, until } from './support.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const dockerDir = join(root, 'docker');
@@ -575,6 +576,56 @@ describe("vigil every (the health check's schedule)", () => {
     const notANumber = spawnSync(process.execPath, [VIGIL, 'every', 'soon', '--', 'true'], { encoding: 'utf8' });
     expect(notANumber.status).toBe(78);
   });
+});
+
+describe("the status page's container, run here", () => {
+  it('answers its healthcheck while it serves (exit 0) and fails it once it does not (exit 1)', async () => {
+    const h = services['status-page'].healthcheck;
+    // The healthcheck's own limit (the fetch's abort) is within Docker's timeout, which is within the interval.
+    const seconds = (v: string) => Number(/^(\d+)s$/.exec(v)![1]);
+    const [cmd, node, flag, script] = h.test as string[];
+    expect([cmd, node, flag]).toEqual(['CMD', 'node', '-e']);
+    const abortMs = Number(/AbortSignal\.timeout\((\d+)\)/.exec(script!)![1]);
+    expect(abortMs).toBeLessThan(seconds(h.timeout) * 1000);
+    expect(seconds(h.timeout)).toBeLessThan(seconds(h.interval));
+    expect(h.retries).toBeGreaterThanOrEqual(2);
+    expect(seconds(h.start_period)).toBeGreaterThan(0);
+    // The page itself, as the image runs it, on a free port of loopback (the script's address rewritten).
+    const home = join(scratch, 'status-page');
+    writeSampleHistory(home, { days: 0.01, tickS: 10, healthRuns: 2, closedPort: await freePort() });
+    const port = await freePort();
+    const check = (): Promise<number | null> =>
+      new Promise((done) => {
+        const child = spawn(process.execPath, ['-e', script!.replace(`:${STATUS_PAGE.port}/`, `:${port}/`)], {
+          stdio: 'ignore',
+        });
+        child.on('exit', (code) => done(code));
+      });
+    const page = spawn(
+      process.execPath,
+      [
+        join(root, 'packages/stack/bin/vigil.js'),
+        '--home',
+        home,
+        'status-page',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--restart-with',
+        'compose',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    page.stdout!.on('data', (d) => (out += d));
+    try {
+      await until('the page to listen', () => out.includes('status page on'), 30_000);
+      expect(await check()).toBe(0);
+    } finally {
+      page.kill('SIGTERM');
+      await exited(page);
+    }
+    expect(await check()).toBe(1);
+  }, 60_000);
 });
 
 describe('docker/README.md', () => {
