@@ -8,7 +8,7 @@
  * and then starts the guardian through the manager; under compose it shows the commands instead.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
@@ -200,15 +200,41 @@ describe('the status page under systemd', () => {
     );
   }, 60_000);
 
-  it('runs the real guardian reset, then starts the guardian unit', async () => {
+  it('shows why the guardian needs a person and the command; a reset from the page clears it and starts the unit', async () => {
     await startPage('systemd');
-    const state = join(scratch.dir, 'systemd', 'state', 'guardian-state.json');
-    expect(existsSync(state)).toBe(false);
+    const paths = homePaths(join(scratch.dir, 'systemd'));
+    expect(existsSync(paths.guardianState)).toBe(false);
+    // The guardian gave up: its log says so (as a guardian that exited 2 leaves it).
+    const now = Date.now() / 1000;
+    appendFileSync(
+      paths.log('guardian'),
+      `${JSON.stringify({ ts: now, level: 'error', event: 'rate_limit', detail: '3 restarts within 3600 s' })}\n`,
+    );
+    const banner = async () =>
+      /<div class="banner" role="alert" id="guardian-banner">(.*?)<\/div>/.exec(await (await fetch(url)).text())?.[1] ??
+      null;
+    await until('the banner', async () => (await banner()) !== null);
+    const shown = (await banner())!;
+    expect(shown).toContain('rate_limit: 3 restarts within 3600 s');
+    expect(shown).toContain(
+      `${process.execPath} ${fileURLToPath(new URL('../../guardian/bin/guardian.js', import.meta.url))} reset --config ${paths.guardianConfig}`,
+    );
+    expect(shown).toContain('systemctl --user restart vigil-guardian.service');
     const r = await post('api/guardian/reset');
     expect(r).toMatchObject({ status: 200, body: { ok: true, rc: 0 } });
     expect(String(r.body.detail)).toMatch(/^reset: /);
-    expect(existsSync(state)).toBe(true);
+    expect(existsSync(paths.guardianState)).toBe(true);
     expect(acted()).toEqual([['systemctl', '--user', 'start', 'vigil-guardian.service']]);
+    // The unit runs again (as the start made it) and the guardian logged its reset: the banner goes.
+    writeFileSync(
+      join(scratch.dir, 'systemctl.out'),
+      SHOW.replace(
+        /(Id=vigil-guardian\.service\nLoadState=loaded\n)ActiveState=failed\nSubState=failed\nMainPID=0/,
+        '$1ActiveState=active\nSubState=running\nMainPID=4400',
+      ),
+    );
+    await until('the banner to go', async () => (await banner()) === null);
+    writeFileSync(join(scratch.dir, 'systemctl.out'), SHOW);
   }, 60_000);
 });
 
