@@ -145,6 +145,9 @@ describe('the status page in a browser', () => {
     expect(await page.textContent('#service-table')).toContain('▲ up');
     expect(await page.textContent('#health-table')).toMatch(/signal_port ✓ ok/);
     expect(await page.textContent('#messaging')).toMatch(/local: (ready|up|serving)/);
+    // Each consumer of the daemon on a line of its own: connected or away, what is held for it.
+    expect(await page.textContent('#messaging')).toMatch(/sse: (▲ connected|■ away)[^;]*; (nothing held|\d+ held)/);
+    expect(await page.textContent('#messaging')).not.toContain('[object');
     // Messages per minute from the daemon's own status, with no metrics listener (the stack
     // starts none): they move when messages flow (notes to self: each is sent and received).
     const perMin = () =>

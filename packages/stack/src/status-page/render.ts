@@ -3,7 +3,7 @@
  * guardian (with its bars and chart), the health-check runs, messaging and inference. `main()` is
  * also what the live updates replace (the page's script swaps `<main>` for the newer one).
  */
-import type { HealthReport } from '@vigil/shared-types';
+import type { ConsumerStatus, HealthReport } from '@vigil/shared-types';
 import { binOf, NODE } from '../paths.js';
 import { duration } from '../status.js';
 import { dayBar, esc, hourBar, latencyChart } from './charts.js';
@@ -205,27 +205,25 @@ function health(s: Snapshot): string {
   return `<section id="health" aria-labelledby="h-health"><h2 id="h-health">Health check</h2><p>${h.total} runs logged${byExit ? ` (${byExit})` : ''}; the last ${rows.length} below, newest first.</p>${table('Health-check runs', ['time (UTC)', 'checks', 'repairs', 'exit'], rows, 'health-table')}</section>`;
 }
 
-function consumers(c: unknown): string {
-  if (Array.isArray(c)) {
-    if (c.length === 0) return 'none connected';
-    return `<ul>${c
-      .map(
-        (x) =>
-          `<li>${esc(
-            Object.entries(x as Record<string, unknown>)
-              .map(([k, v]) => `${k} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
-              .join(', '),
-          )}</li>`,
-      )
-      .join('')}</ul>`;
-  }
-  if (c && typeof c === 'object')
-    return esc(
-      Object.entries(c)
-        .map(([k, v]) => `${k} ${String(v)}`)
-        .join(', '),
-    );
-  return '–';
+/** One consumer of the daemon's status: connected or away (since when), and what is held for it. */
+function consumerLine(c: Partial<ConsumerStatus>, now: number): string {
+  const conns = c.connections ?? 0;
+  const state = c.connected
+    ? `▲ connected (${conns} connection${conns === 1 ? '' : 's'})`
+    : `■ away${typeof c.lastSeenAt === 'number' ? `, last seen ${ago(c.lastSeenAt / 1000, now)}` : ', never seen'}`;
+  const held = c.held
+    ? `${c.held} held${typeof c.oldestHeldAgeS === 'number' ? `, oldest ${duration(c.oldestHeldAgeS)}` : ''}`
+    : 'nothing held';
+  return `<li><strong>${esc(c.name ?? '?')}</strong>: ${state}; ${held}</li>`;
+}
+
+/** The daemon's `consumers`: its SSE streams and TCP connections, then one line per consumer. */
+function consumers(c: unknown, now: number): string {
+  if (!c || typeof c !== 'object') return '–';
+  const v = c as { sse?: unknown; tcp?: unknown; list?: unknown };
+  const open = `${Number(v.sse ?? 0)} SSE stream${v.sse === 1 ? '' : 's'}, ${Number(v.tcp ?? 0)} TCP connection${v.tcp === 1 ? '' : 's'}`;
+  const list = Array.isArray(v.list) ? v.list : [];
+  return `${open}${list.length ? `<ul class="consumers">${list.map((x) => consumerLine(x as Partial<ConsumerStatus>, now)).join('')}</ul>` : ''}`;
 }
 
 function messaging(s: Snapshot): string {
@@ -241,7 +239,7 @@ function messaging(s: Snapshot): string {
     ['daemon', m.error ? `✕ ${esc(m.error)}` : '✓ answering'],
     ['backend', backend ? `${esc(backend.kind ?? '?')}: ${esc(backend.state ?? '?')}` : '–'],
     ['account', esc(c?.account ?? '–')],
-    ['consumers', consumers(c?.consumers)],
+    ['consumers', consumers(c?.consumers, s.at)],
     ['messages per minute', perMin],
     ['last outbound send', ago(typeof c?.lastOutboundSendAt === 'number' ? c.lastOutboundSendAt / 1000 : null, s.at)],
     [
