@@ -17,6 +17,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { parseConfig } from '../packages/guardian/src/config.js';
 import { resolveConfig } from '../packages/health-check/src/config.js';
 import { INFERENCE_HTTP } from '../packages/shared-types/src/index.js';
+import { INSTALLED_SERVICES, labelOf, unitOf } from '../packages/stack/src/status-page/managers.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 /** The documented entry point: a launcher of `vigil install|uninstall`. */
@@ -318,6 +319,12 @@ describe('vigil install for launchd', () => {
     expect(loc.logs).toBe(join(prefix, 'Library', 'Logs', 'vigil'));
   });
 
+  it('runs the status page with --restart-with launchd, and its labels are the installed ones', () => {
+    const argv = plists()['org.vigil.status-page']!.ProgramArguments as string[];
+    expect(argv.slice(argv.indexOf('--restart-with'))).toEqual(['--restart-with', 'launchd']);
+    expect(INSTALLED_SERVICES.map(labelOf).sort()).toEqual(Object.keys(plists()).sort());
+  });
+
   it('every plist parses, uses known keys, and runs node on the package binary that exists in the checkout', () => {
     for (const [label, p] of Object.entries(plists())) {
       expect(p.Label).toBe(label);
@@ -499,6 +506,12 @@ describe('vigil install for systemd', () => {
       expect(one(name, 'Service', 'StandardError')).toBe(out);
       expect(readFileSync(join(units, name), 'utf8')).not.toMatch(/@[A-Z_]+@/);
     }
+  });
+
+  it('runs the status page with --restart-with systemd, and its unit names are the installed ones', () => {
+    const argv = execStart('vigil-status-page.service');
+    expect(argv.slice(argv.indexOf('--restart-with'))).toEqual(['--restart-with', 'systemd']);
+    expect(INSTALLED_SERVICES.map(unitOf).sort()).toEqual(names.filter((x) => x.endsWith('.service')).sort());
   });
 
   it('makes the guardian exit 2 final, the health check a oneshot whose 1 and 2 are results, every 5 minutes', () => {

@@ -18,7 +18,8 @@ import {
   STATUS_PAGE,
 } from '../packages/shared-types/src/index.js';
 import { statusPageCommand } from '../packages/stack/src/status-page/command.js';
-import { exited } from './support.js';
+import { writeSampleHistory } from '../packages/stack/src/status-page/sample.js';
+import { exited, freePort, until } from './support.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 const dockerDir = join(root, 'docker');
@@ -212,7 +213,7 @@ describe('docker/compose.yaml', () => {
     expect(entrypoint).toEqual(['node', VIGIL_IN_IMAGE, 'every', '300', '--', 'node', '/app/bin/health-check.js']);
   });
 
-  it('serves the status page on loopback, reading the guardian, health and inference files read-only', () => {
+  it('serves the status page on loopback, reading the guardian, health and inference files, restarting nothing', () => {
     const p = services['status-page'];
     const command = (p.command as string[]).map(interpolate);
     // Every flag is one of `vigil status-page`, every value-taking flag has its value.
@@ -235,8 +236,12 @@ describe('docker/compose.yaml', () => {
       (services[service].volumes as string[]).find((v) => v.split(':')[1] === target);
     expect(mountOf('status-page', value('--guardian-config')!)).toBe(mountOf('guardian', '/etc/vigil/guardian.json'));
     expect(mountOf('status-page', value('--health-config')!)).toBe(mountOf('health-check', '/etc/vigil/health.json'));
-    // Every mount of the page is read-only; each file it reads lies in one of them, written by its service.
-    for (const v of p.volumes as string[]) expect(v).toMatch(/:ro$/);
+    // Every mount of the page is read-only but the guardian's state (its reset and restore buttons
+    // write it through the guardian's own commands); each file it reads lies in one of them,
+    // written by its service. No Docker socket: the page restarts no container.
+    for (const v of p.volumes as string[]) expect([v, /:ro$/.test(v)]).toEqual([v, v !== 'state:/var/lib/vigil/state']);
+    expect(JSON.stringify(p)).not.toMatch(/docker\.sock/);
+    expect(value('--restart-with')).toBe('compose');
     const guardian = parseConfig(JSON.parse(read('docker/guardian.json')), '/etc/vigil');
     const health = resolveConfig(JSON.parse(read('docker/health.json')));
     const volumeOf = (service: string, file: string) =>
@@ -270,6 +275,12 @@ describe('docker/compose.yaml', () => {
     expect(body('ENTRYPOINT')).toEqual(['node', VIGIL_IN_IMAGE, 'status-page']);
     expect(body('CMD')).toEqual(command);
     expect(target.body.find((i) => i.op === 'ENV')!.args).toBe(`VIGIL_HOME=${home}`);
+    // The guardian (for reset and restore) where the stack looks for a package's binary: ROOT
+    // (packages/stack/dist/paths.js, three levels up) + packages/guardian/bin/guardian.js.
+    const rootInImage = resolve(STACK_DIR, 'dist', '../../..');
+    expect(target.body.filter((i) => i.op === 'COPY').map((i) => i.args)).toEqual([
+      `--from=deploy-guardian /out ${rootInImage}/packages/guardian`,
+    ]);
   });
 
   it('passes docker compose config where the compose plugin is installed', () => {
@@ -565,6 +576,56 @@ describe("vigil every (the health check's schedule)", () => {
     const notANumber = spawnSync(process.execPath, [VIGIL, 'every', 'soon', '--', 'true'], { encoding: 'utf8' });
     expect(notANumber.status).toBe(78);
   });
+});
+
+describe("the status page's container, run here", () => {
+  it('answers its healthcheck while it serves (exit 0) and fails it once it does not (exit 1)', async () => {
+    const h = services['status-page'].healthcheck;
+    // The healthcheck's own limit (the fetch's abort) is within Docker's timeout, which is within the interval.
+    const seconds = (v: string) => Number(/^(\d+)s$/.exec(v)![1]);
+    const [cmd, node, flag, script] = h.test as string[];
+    expect([cmd, node, flag]).toEqual(['CMD', 'node', '-e']);
+    const abortMs = Number(/AbortSignal\.timeout\((\d+)\)/.exec(script!)![1]);
+    expect(abortMs).toBeLessThan(seconds(h.timeout) * 1000);
+    expect(seconds(h.timeout)).toBeLessThan(seconds(h.interval));
+    expect(h.retries).toBeGreaterThanOrEqual(2);
+    expect(seconds(h.start_period)).toBeGreaterThan(0);
+    // The page itself, as the image runs it, on a free port of loopback (the script's address rewritten).
+    const home = join(scratch, 'status-page');
+    writeSampleHistory(home, { days: 0.01, tickS: 10, healthRuns: 2, closedPort: await freePort() });
+    const port = await freePort();
+    const check = (): Promise<number | null> =>
+      new Promise((done) => {
+        const child = spawn(process.execPath, ['-e', script!.replace(`:${STATUS_PAGE.port}/`, `:${port}/`)], {
+          stdio: 'ignore',
+        });
+        child.on('exit', (code) => done(code));
+      });
+    const page = spawn(
+      process.execPath,
+      [
+        join(root, 'packages/stack/bin/vigil.js'),
+        '--home',
+        home,
+        'status-page',
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--restart-with',
+        'compose',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    page.stdout!.on('data', (d) => (out += d));
+    try {
+      await until('the page to listen', () => out.includes('status page on'), 30_000);
+      expect(await check()).toBe(0);
+    } finally {
+      page.kill('SIGTERM');
+      await exited(page);
+    }
+    expect(await check()).toBe(1);
+  }, 60_000);
 });
 
 describe('docker/README.md', () => {

@@ -376,6 +376,12 @@ export interface DaemonStatus {
   readonly consumers: { readonly sse: number; readonly tcp: number; readonly list: readonly ConsumerStatus[] };
   readonly lastOutboundSendAt: number | null;
   readonly lastInboundMessageAt: number | null;
+  /**
+   * Successful outbound sends and incoming messages stored, since the daemon started: the
+   * counters of its metrics listener, here too so that a reader of this status (the status page)
+   * has messages per minute without one.
+   */
+  readonly messages: { readonly sent: number; readonly received: number };
 }
 
 /** The structured log record (`msg` value) of every successful outbound send. */

@@ -256,6 +256,7 @@ export async function start(
     },
     lastOutboundSendAt,
     lastInboundMessageAt,
+    messages: { sent: metrics.sentTotal(), received: metrics.received },
   });
 
   const http = config.http

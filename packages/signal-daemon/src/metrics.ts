@@ -50,6 +50,11 @@ export class DaemonMetrics {
   replays = 0;
   replayBacklog = 0;
 
+  /** Successful outbound sends, every method. */
+  sentTotal(): number {
+    return this.sent.samples().reduce((sum, s) => sum + s.value, 0);
+  }
+
   /** Counts the calls `invoke` makes. */
   count(invoke: Invoke, transport: 'http' | 'tcp'): Invoke {
     // A successful call's method is one the daemon knows (a bounded set): its series is kept.

@@ -150,7 +150,32 @@ describe('HTTP transport', () => {
       },
       lastOutboundSendAt: null,
       lastInboundMessageAt: null,
+      messages: { sent: 0, received: 0 },
     });
+  });
+
+  it('counts messages sent and received in the JSON status', async () => {
+    const b = await startDaemon(tmp.dir, B);
+    try {
+      const counts = async (addr: typeof b.http) =>
+        (
+          (
+            await http(addr!, { method: 'GET', path: '/api/v1/check', headers: { accept: 'application/json' } })
+          ).json() as { messages: { sent: number; received: number } }
+        ).messages;
+      const before = await counts(d.http);
+      for (const m of ['one', 'two']) {
+        expect((await rpc(d.http!, 'send', { recipient: B, message: m })).result.results[0].type).toBe('SUCCESS');
+      }
+      // A failed call is no send.
+      await rpc(d.http!, 'send', { message: 'no recipient' });
+      expect(await counts(d.http)).toEqual({ sent: before.sent + 2, received: before.received });
+      const deadline = Date.now() + 20_000;
+      while ((await counts(b.http)).received < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(await counts(b.http)).toEqual({ sent: 0, received: 2 });
+    } finally {
+      await b.close();
+    }
   });
 });
 

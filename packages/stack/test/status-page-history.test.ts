@@ -24,6 +24,7 @@ const NOW = Date.now() / 1000;
 const readConfig = {
   home: home.dir,
   socket: paths.socket,
+  restartWith: 'supervisor' as const,
   guardianConfig: paths.guardianConfig,
   healthConfig: paths.healthConfig,
   daemonMetrics: null,

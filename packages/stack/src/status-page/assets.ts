@@ -28,6 +28,7 @@ svg{border:1px solid var(--line);display:block}
 .axis{font-size:10px;fill:var(--muted)}
 form.action{display:inline}.actions{margin:.5rem 0}button{font:inherit;padding:.1rem .6rem}
 .updated,#live{color:var(--muted);font-size:.85rem}
+ul.consumers{margin:.2rem 0;padding-left:1.1rem}
 `;
 
 export const PAGE_JS = `'use strict';

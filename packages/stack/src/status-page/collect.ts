@@ -15,23 +15,21 @@ import {
   healthConfigSchema,
 } from '@vigil/shared-types';
 import { readConfigFile, readTextOrNull } from '@vigil/shared-types/node';
-import { controlRequest, type ServiceStatus, type SupervisorStatus } from '../control.js';
 import { UsageError } from '../errors.js';
 import { GuardianHistory, HealthHistory } from './history.js';
+import { type ManagerConfig, type ServicesView, servicesView } from './managers.js';
 import { get, type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
 import { jsonLines, LogTail } from './tail.js';
 
-export interface PageConfig {
-  /** The stack's home (the supervisor's control socket; the token, actions log and address file). */
-  readonly home: string;
-  readonly socket: string;
+/** `home`: the stack's home (the supervisor's control socket; the token, actions log and address file). */
+export interface PageConfig extends ManagerConfig {
   readonly guardianConfig: string;
   readonly healthConfig: string;
   /** The guardian's event log, when its configuration has no logFile (it then logs to stdout). */
   readonly guardianLog?: string | undefined;
   /** The daemon's HTTP listener, where the health check's `daemon.http` is not the page's way to it. */
   readonly daemon?: HostPort | null | undefined;
-  /** The daemon's metrics listener, when it has one (messages per minute). */
+  /** The daemon's metrics listener, for messages per minute from a daemon whose status has no counters. */
   readonly daemonMetrics: HostPort | null;
   /** How long each service may take to answer, per refresh. */
   readonly askTimeoutMs: number;
@@ -40,7 +38,7 @@ export interface PageConfig {
 export interface Snapshot {
   /** Milliseconds since the epoch. */
   readonly at: number;
-  readonly supervisor: { status: SupervisorStatus; services: readonly ServiceStatus[] } | { error: string };
+  readonly services: ServicesView;
   readonly guardian: {
     readonly history: GuardianHistory;
     /** The state file's machine, or null. */
@@ -54,7 +52,8 @@ export interface Snapshot {
     readonly error: string | null;
     readonly sentPerMin: number | null;
     readonly receivedPerMin: number | null;
-    readonly metrics: boolean;
+    /** Whether the daemon's message counters were read (its status, else its metrics listener). */
+    readonly counted: boolean;
   };
   readonly inference: {
     readonly metrics: readonly MetricLine[] | null;
@@ -66,6 +65,8 @@ export interface Snapshot {
 }
 
 const ERROR_LINES = 5;
+/** systemctl and launchctl are asked at most once a second (a process each time). */
+const MANAGER_EVERY_MS = 1000;
 
 export class Collector {
   readonly guardianConf: GuardianConfig;
@@ -80,6 +81,7 @@ export class Collector {
   private readonly requests = new Rate(10_000);
   private readonly tokens = new Rate(10_000);
   private lastErrors: Record<string, unknown>[] = [];
+  private view: { at: number; view: Promise<ServicesView> } | null = null;
 
   constructor(readonly config: PageConfig) {
     const base = dirname(config.guardianConfig);
@@ -122,50 +124,59 @@ export class Collector {
     }
   }
 
-  private async supervisor(): Promise<Snapshot['supervisor']> {
-    try {
-      const r = await controlRequest(
-        this.config.home,
-        this.config.socket,
-        { action: 'status' },
-        this.config.askTimeoutMs,
-      );
-      return { status: r.supervisor!, services: r.services ?? [] };
-    } catch (err) {
-      return { error: (err as Error).message };
-    }
+  private services(now: number): Promise<ServicesView> {
+    const every = this.config.restartWith === 'supervisor' ? 0 : MANAGER_EVERY_MS;
+    if (!this.view || now - this.view.at >= every)
+      this.view = { at: now, view: servicesView(this.config, this.config.askTimeoutMs) };
+    return this.view.view;
   }
 
   private async messaging(now: number): Promise<Snapshot['messaging']> {
     const daemon = this.config.daemon ?? this.healthConf.daemon.http;
     const t = this.config.askTimeoutMs;
-    const [check, metrics] = await Promise.allSettled([
-      get(daemon, '/api/v1/check', t, 'application/json'),
-      this.config.daemonMetrics ? get(this.config.daemonMetrics, '/metrics', t) : Promise.resolve(null),
-    ]);
     let parsed: Record<string, unknown> | null = null;
     let error: string | null = null;
-    if (check.status === 'fulfilled') {
+    try {
+      const check = await get(daemon, '/api/v1/check', t, 'application/json');
       try {
-        parsed = JSON.parse(check.value.body) as Record<string, unknown>;
+        parsed = JSON.parse(check.body) as Record<string, unknown>;
       } catch {
-        error = `HTTP ${check.value.status}, not JSON`;
+        error = `HTTP ${check.status}, not JSON`;
       }
-      if (check.value.status !== 200) error = `HTTP ${check.value.status}`;
-    } else error = (check.reason as Error).message;
-    const lines = metrics.status === 'fulfilled' && metrics.value ? parseMetrics(metrics.value.body) : null;
-    if (lines) {
-      // A labelled counter has no sample until its first count: none is 0.
-      this.sent.add(now, metricSum(lines, 'vigil_daemon_messages_sent_total') ?? 0);
-      this.received.add(now, metricSum(lines, 'vigil_daemon_messages_received_total') ?? 0);
+      if (check.status !== 200) error = `HTTP ${check.status}`;
+    } catch (err) {
+      error = (err as Error).message;
     }
-    const perMin = (r: Rate) => (lines ? ((v) => (v === null ? null : v * 60))(r.perSecond()) : null);
+    // The daemon's message counters are in the status the page asks anyway; a daemon without
+    // them (an older one) is asked on its metrics listener, when the page was given one.
+    const counters = parsed?.messages as { sent?: unknown; received?: unknown } | undefined;
+    let counts: { sent: number; received: number } | null = null;
+    if (typeof counters?.sent === 'number' && typeof counters.received === 'number') {
+      counts = { sent: counters.sent, received: counters.received };
+    } else if (this.config.daemonMetrics) {
+      const lines = await get(this.config.daemonMetrics, '/metrics', t).then(
+        (r) => parseMetrics(r.body),
+        () => null,
+      );
+      // A labelled counter has no sample until its first count: none is 0.
+      if (lines) {
+        counts = {
+          sent: metricSum(lines, 'vigil_daemon_messages_sent_total') ?? 0,
+          received: metricSum(lines, 'vigil_daemon_messages_received_total') ?? 0,
+        };
+      }
+    }
+    if (counts) {
+      this.sent.add(now, counts.sent);
+      this.received.add(now, counts.received);
+    }
+    const perMin = (r: Rate) => (counts ? ((v) => (v === null ? null : v * 60))(r.perSecond()) : null);
     return {
       check: parsed,
       error,
       sentPerMin: perMin(this.sent),
       receivedPerMin: perMin(this.received),
-      metrics: lines !== null,
+      counted: counts !== null,
     };
   }
 
@@ -208,15 +219,15 @@ export class Collector {
   async snapshot(): Promise<Snapshot> {
     const now = Date.now();
     this.readLogs();
-    const [supervisor, messaging, inference] = await Promise.all([
-      this.supervisor(),
+    const [services, messaging, inference] = await Promise.all([
+      this.services(now),
       this.messaging(now),
       this.inference(now),
     ]);
     const g = this.guardianConf;
     return {
       at: now,
-      supervisor,
+      services,
       guardian: {
         history: this.guardian,
         machine: this.machine(),

@@ -9,6 +9,7 @@ import { ensureDir, formatHostPort, isLoopbackHost, parseHostPort, STATUS_PAGE }
 import { Command } from 'commander';
 import { UsageError } from '../errors.js';
 import { homeOf, homePaths } from '../paths.js';
+import { RESTART_WITH, type RestartWith } from './restart-with.js';
 
 const log = (level: string, msg: string) =>
   process.stdout.write(`${JSON.stringify({ ts: Date.now() / 1000, level, msg })}\n`);
@@ -34,6 +35,10 @@ export function statusPageCommand(): Command {
     .option('--guardian-log <file>', "the guardian's event log, when its configuration has no logFile")
     .option('--health-config <file>', "the health check's configuration (default HOME/health.json)")
     .option('--daemon <addr>', "the daemon's HTTP listener (default: daemon.http of the health check's configuration)")
+    .option(
+      '--restart-with <manager>',
+      `who runs the services, for their state and restarts: ${RESTART_WITH.join(', ')} (default supervisor: vigil start)`,
+    )
     .option('--daemon-metrics <addr>', "the daemon's --metrics listener (messages per minute) [VIGIL_DAEMON_METRICS]")
     .addHelpText(
       'after',
@@ -53,12 +58,16 @@ export function statusPageCommand(): Command {
       // Under an installed stack the home holds only the page's own files: make their directories.
       for (const dir of [dirname(paths.statusToken), dirname(paths.statusAddress), dirname(paths.log('x'))])
         ensureDir(dir);
+      const restartWith = String(o.restartWith ?? 'supervisor');
+      if (!(RESTART_WITH as readonly string[]).includes(restartWith))
+        throw new UsageError(`--restart-with ${restartWith}: one of ${RESTART_WITH.join(', ')}`);
       const metrics = (o.daemonMetrics as string | undefined) ?? process.env.VIGIL_DAEMON_METRICS;
       // The page's server (and what it reads with) is loaded only when the page runs.
       const { startStatusPage } = await import('./server.js');
       const page = await startStatusPage({
         home: paths.home,
         socket: paths.socket,
+        restartWith: restartWith as RestartWith,
         guardianConfig: (o.guardianConfig as string | undefined) ?? paths.guardianConfig,
         guardianLog: o.guardianLog as string | undefined,
         healthConfig: (o.healthConfig as string | undefined) ?? paths.healthConfig,

@@ -3,12 +3,12 @@
  * guardian (with its bars and chart), the health-check runs, messaging and inference. `main()` is
  * also what the live updates replace (the page's script swaps `<main>` for the newer one).
  */
-import type { HealthReport } from '@vigil/shared-types';
-import type { ServiceStatus } from '../control.js';
+import type { ConsumerStatus, HealthReport } from '@vigil/shared-types';
 import { binOf, NODE } from '../paths.js';
 import { duration } from '../status.js';
 import { dayBar, esc, hourBar, latencyChart } from './charts.js';
 import type { Snapshot } from './collect.js';
+import { howToRestart, labelOf, type PageService, type ServicesView, unitOf } from './managers.js';
 import { metricSum } from './probe.js';
 
 /** What an exit means (the README's exit-code table). */
@@ -22,11 +22,12 @@ export function exitMeaning(code: number | null, signal: string | null): string 
   return `exit ${code}`;
 }
 
-const STATE_TEXT: Readonly<Record<ServiceStatus['state'], string>> = {
+const STATE_TEXT: Readonly<Record<PageService['state'], string>> = {
   running: '▲ up',
   stopped: '■ stopped',
   restarting: '↻ restarting',
   failed: '✕ failed',
+  scheduled: '◷ scheduled',
 };
 
 const ago = (ts: number | null | undefined, now: number) =>
@@ -40,42 +41,71 @@ const table = (caption: string, head: readonly string[], rows: readonly string[]
 const dl = (pairs: readonly [string, string][]) =>
   `<dl>${pairs.map(([k, v]) => `<div><dt>${k}</dt><dd>${v}</dd></div>`).join('')}</dl>`;
 
-function restartButton(name: string, state: ServiceStatus['state']): string {
-  const verb = state === 'running' || state === 'restarting' ? 'Restart' : 'Start';
+function restartButton(name: string, state: PageService['state']): string {
+  const verb = state === 'running' || state === 'restarting' ? 'Restart' : state === 'scheduled' ? 'Run' : 'Start';
   return `<form method="post" action="/api/services/${esc(name)}/restart" class="action"><button type="submit">${verb} ${esc(name)}</button></form>`;
 }
 
-function services(s: Snapshot): string {
-  if ('error' in s.supervisor) {
-    return `<section id="services" aria-labelledby="h-services"><h2 id="h-services">Services</h2><p class="state-failed">✕ No supervisor answers: ${esc(s.supervisor.error)}.</p><p>Under <code>vigil start</code> the stack is stopped or starting; in an installed stack the services are launchd agents or systemd units (<code>launchctl print gui/$UID/org.vigil.NAME</code>, <code>systemctl --user status 'vigil-*'</code>) and the sections below still show what they write and serve.</p></section>`;
+/** Who runs the services, in a sentence. */
+function managedBy(v: ServicesView, now: number): string {
+  if (v.by === 'supervisor' && 'supervisor' in v) {
+    const sup = v.supervisor;
+    return `Supervisor pid ${sup.pid}, up ${duration((now - Date.parse(sup.startedAt)) / 1000)}, home <code>${esc(sup.home)}</code>.`;
   }
+  if (v.by === 'systemd')
+    return `systemd user units (<code>${esc(unitOf('NAME'))}</code>); a restart is <code>systemctl --user restart</code>.`;
+  return `launchd agents (<code>${esc(labelOf('NAME'))}</code>); a restart is <code>launchctl kickstart -k</code>.`;
+}
+
+/** Where the page cannot see or restart the services: what to run instead. */
+function unmanaged(by: 'compose' | 'none'): string {
+  if (by === 'none') {
+    return '<p>This page was started with <code>--restart-with none</code>: it does not read or restart the services; the sections below show what they write and serve.</p>';
+  }
+  const names = ['signal-daemon', 'tcp-relay', 'inference-server', 'guardian', 'health-check', 'status-page'];
+  const rows = names.map((n) => row([`<code>${esc(howToRestart('compose', n))}</code>`], esc(n)));
+  return `<p>The services are containers of the compose project; this page's container cannot see or restart them (it has no Docker socket, on purpose). Their state: <code>docker compose -f docker/compose.yaml ps</code>. To restart one, on the host:</p>${table('Restarting a container', ['service', 'command'], rows, 'service-commands')}`;
+}
+
+function services(s: Snapshot): string {
+  const v = s.services;
+  const head = '<section id="services" aria-labelledby="h-services"><h2 id="h-services">Services</h2>';
+  if ('error' in v) {
+    const who =
+      v.by === 'supervisor'
+        ? `No supervisor answers: ${esc(v.error)}.</p><p>Under <code>vigil start</code> the stack is stopped or starting; the sections below still show what the services write and serve.`
+        : `The service manager could not be asked: ${esc(v.error)}.`;
+    return `${head}<p class="state-failed">✕ ${who}</p></section>`;
+  }
+  if (!('list' in v)) return `${head}${unmanaged(v.by as 'compose' | 'none')}</section>`;
   const now = s.at;
-  const rows = s.supervisor.services.map((v) =>
+  const rows = v.list.map((x) =>
     row(
       [
-        `<span class="state state-${v.state}" data-state="${v.state}">${STATE_TEXT[v.state]}</span>`,
-        String(v.pid ?? '–'),
-        v.startedAt
-          ? duration((now - Date.parse(v.startedAt)) / 1000)
-          : v.restartAt
-            ? `restart in ${duration(Math.max(0, (Date.parse(v.restartAt) - now) / 1000))}`
+        `<span class="state state-${x.state}" data-state="${x.state}">${STATE_TEXT[x.state]}</span>`,
+        String(x.pid ?? '–'),
+        x.startedAt
+          ? duration((now - Date.parse(x.startedAt)) / 1000)
+          : x.restartAt
+            ? `restart in ${duration(Math.max(0, (Date.parse(x.restartAt) - now) / 1000))}`
             : '–',
-        String(v.restarts),
-        v.lastExit ? `${esc(exitMeaning(v.lastExit.code, v.lastExit.signal))} at ${esc(v.lastExit.at)}` : '–',
-        restartButton(v.name, v.state),
+        String(x.restarts ?? '–'),
+        x.lastExit
+          ? `${esc(exitMeaning(x.lastExit.code, x.lastExit.signal))}${x.lastExit.at ? ` at ${esc(x.lastExit.at)}` : ''}`
+          : '–',
+        restartButton(x.name, x.state),
       ],
-      esc(v.name),
+      esc(x.name),
     ),
   );
-  const sup = s.supervisor.status;
-  return `<section id="services" aria-labelledby="h-services"><h2 id="h-services">Services</h2><p>Supervisor pid ${sup.pid}, up ${duration((now - Date.parse(sup.startedAt)) / 1000)}, home <code>${esc(sup.home)}</code>.</p>${table('Every service of the stack', ['service', 'state', 'pid', 'uptime', 'restarts', 'last exit', 'action'], rows, 'service-table')}</section>`;
+  return `${head}<p>${managedBy(v, now)}</p>${table('Every service of the stack', ['service', 'state', 'pid', 'uptime', 'restarts', 'last exit', 'action'], rows, 'service-table')}</section>`;
 }
 
 /** Why a person is needed, or null: the guardian exited 2, or its state or log says it is alerting. */
 function needsPerson(s: Snapshot): { why: string; fallback: boolean } | null {
   const g = s.guardian;
   const alerting = g.machine?.alerting as { reason?: string; detail?: string } | null | undefined;
-  const svc = 'error' in s.supervisor ? undefined : s.supervisor.services.find((v) => v.name === 'guardian');
+  const svc = 'list' in s.services ? s.services.list.find((v) => v.name === 'guardian') : undefined;
   const exited2 = svc?.state === 'failed' && svc.lastExit?.code === 2;
   const logged = g.history.needsPerson;
   if (!alerting && !exited2 && !logged) return null;
@@ -91,9 +121,19 @@ function guardianBanner(s: Snapshot): string {
   const need = needsPerson(s);
   if (!need) return '';
   const cfg = s.guardian.configFile;
-  const cmd = `${NODE} ${binOf('guardian')} ${need.fallback ? 'restore' : 'reset'} --config ${cfg}`;
-  const home = 'error' in s.supervisor ? '' : s.supervisor.status.home;
-  return `<div class="banner" role="alert" id="guardian-banner"><h2>⚠ The guardian needs you</h2><p>${esc(need.why)}</p><p>Fix the cause, then run:</p><pre><code>${esc(cmd)}</code></pre>${home ? `<p>then start the guardian again: <code>${esc(`vigil --home ${home} start guardian`)}</code></p>` : ''}</div>`;
+  const verb = need.fallback ? 'restore' : 'reset';
+  const v = s.services;
+  const cmd =
+    v.by === 'compose'
+      ? `docker compose -f docker/compose.yaml run --rm guardian ${verb} --config /etc/vigil/guardian.json`
+      : `${NODE} ${binOf('guardian')} ${verb} --config ${cfg}`;
+  const then =
+    v.by === 'supervisor' && 'supervisor' in v
+      ? `vigil --home ${v.supervisor.home} start guardian`
+      : v.by === 'systemd'
+        ? `systemctl --user restart ${unitOf('guardian')}`
+        : null;
+  return `<div class="banner" role="alert" id="guardian-banner"><h2>⚠ The guardian needs you</h2><p>${esc(need.why)}</p><p>Fix the cause, then run (or use the guardian ${verb} button below, with the token):</p><pre><code>${esc(cmd)}</code></pre>${then ? `<p>then start the guardian again (the button does): <code>${esc(then)}</code></p>` : ''}</div>`;
 }
 
 function guardian(s: Snapshot): string {
@@ -165,41 +205,41 @@ function health(s: Snapshot): string {
   return `<section id="health" aria-labelledby="h-health"><h2 id="h-health">Health check</h2><p>${h.total} runs logged${byExit ? ` (${byExit})` : ''}; the last ${rows.length} below, newest first.</p>${table('Health-check runs', ['time (UTC)', 'checks', 'repairs', 'exit'], rows, 'health-table')}</section>`;
 }
 
-function consumers(c: unknown): string {
-  if (Array.isArray(c)) {
-    if (c.length === 0) return 'none connected';
-    return `<ul>${c
-      .map(
-        (x) =>
-          `<li>${esc(
-            Object.entries(x as Record<string, unknown>)
-              .map(([k, v]) => `${k} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
-              .join(', '),
-          )}</li>`,
-      )
-      .join('')}</ul>`;
-  }
-  if (c && typeof c === 'object')
-    return esc(
-      Object.entries(c)
-        .map(([k, v]) => `${k} ${String(v)}`)
-        .join(', '),
-    );
-  return '–';
+/** One consumer of the daemon's status: connected or away (since when), and what is held for it. */
+function consumerLine(c: Partial<ConsumerStatus>, now: number): string {
+  const conns = c.connections ?? 0;
+  const state = c.connected
+    ? `▲ connected (${conns} connection${conns === 1 ? '' : 's'})`
+    : `■ away${typeof c.lastSeenAt === 'number' ? `, last seen ${ago(c.lastSeenAt / 1000, now)}` : ', never seen'}`;
+  const held = c.held
+    ? `${c.held} held${typeof c.oldestHeldAgeS === 'number' ? `, oldest ${duration(c.oldestHeldAgeS)}` : ''}`
+    : 'nothing held';
+  return `<li><strong>${esc(c.name ?? '?')}</strong>: ${state}; ${held}</li>`;
+}
+
+/** The daemon's `consumers`: its SSE streams and TCP connections, then one line per consumer. */
+function consumers(c: unknown, now: number): string {
+  if (!c || typeof c !== 'object') return '–';
+  const v = c as { sse?: unknown; tcp?: unknown; list?: unknown };
+  const open = `${Number(v.sse ?? 0)} SSE stream${v.sse === 1 ? '' : 's'}, ${Number(v.tcp ?? 0)} TCP connection${v.tcp === 1 ? '' : 's'}`;
+  const list = Array.isArray(v.list) ? v.list : [];
+  return `${open}${list.length ? `<ul class="consumers">${list.map((x) => consumerLine(x as Partial<ConsumerStatus>, now)).join('')}</ul>` : ''}`;
 }
 
 function messaging(s: Snapshot): string {
   const m = s.messaging;
   const c = m.check;
   const backend = c?.backend as { kind?: string; state?: string } | undefined;
-  const perMin = m.metrics
+  const perMin = m.counted
     ? `${fixed(m.sentPerMin)} sent, ${fixed(m.receivedPerMin)} received`
-    : '– (start the daemon with --metrics and give the status page --daemon-metrics)';
+    : m.error
+      ? '–'
+      : '– (this daemon reports no message counters: give the status page its --metrics listener, --daemon-metrics)';
   const pairs: [string, string][] = [
     ['daemon', m.error ? `✕ ${esc(m.error)}` : '✓ answering'],
     ['backend', backend ? `${esc(backend.kind ?? '?')}: ${esc(backend.state ?? '?')}` : '–'],
     ['account', esc(c?.account ?? '–')],
-    ['consumers', consumers(c?.consumers)],
+    ['consumers', consumers(c?.consumers, s.at)],
     ['messages per minute', perMin],
     ['last outbound send', ago(typeof c?.lastOutboundSendAt === 'number' ? c.lastOutboundSendAt / 1000 : null, s.at)],
     [

@@ -8,8 +8,9 @@ export function summary(s: Snapshot) {
   const hour = g.history.since(now - 3600);
   return {
     at: new Date(s.at).toISOString(),
-    services: 'error' in s.supervisor ? null : s.supervisor.services,
-    supervisorError: 'error' in s.supervisor ? s.supervisor.error : null,
+    managedBy: s.services.by,
+    services: 'list' in s.services ? s.services.list : null,
+    servicesError: 'error' in s.services ? s.services.error : null,
     guardian: {
       mode: g.machine?.mode ?? (g.history.fallback ? 'fallback' : 'primary'),
       consecutive: g.machine?.consecutive ?? g.history.consecutive,
