@@ -151,7 +151,7 @@ describe('daemonClient', () => {
     const address = await daemon();
     const client = daemonClient(address);
     expect(await client.check()).toBe(true);
-    expect(await client.status()).toEqual({ version: '1', account: '+1' });
+    expect(await client.status()).toEqual({ serving: false, status: { version: '1', account: '+1' } });
     down = true;
     expect(await client.check()).toBe(false);
     down = false;

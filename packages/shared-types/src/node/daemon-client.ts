@@ -23,12 +23,15 @@ import {
 export class JsonRpcCallError extends VigilError {
   readonly method: string;
   readonly rpcCode: number;
+  /** The error's own message, as the daemon wrote it. */
+  readonly rpcMessage: string;
   readonly data: unknown;
 
   constructor(method: string, error: JsonRpcErrorObject) {
     super('VIGIL_WIRE_RPC_ERROR', `${method}: error ${error.code}: ${error.message}`);
     this.method = method;
     this.rpcCode = error.code;
+    this.rpcMessage = error.message;
     this.data = error.data ?? null;
   }
 }
@@ -118,11 +121,11 @@ export class DaemonClient {
     throw unexpectedStatus(reply, DAEMON_PATHS.check);
   }
 
-  /** The daemon's JSON status (`Accept: application/json` on its check; 200 or 503). */
-  async status(o: CallOptions = {}): Promise<DaemonStatus> {
+  /** The daemon's JSON status (`Accept: application/json` on its check), and whether it serves (200) or not (503). */
+  async status(o: CallOptions = {}): Promise<{ serving: boolean; status: DaemonStatus }> {
     const reply = await this.getCheck(true, o);
     if (reply.status !== 200 && reply.status !== 503) throw unexpectedStatus(reply, DAEMON_PATHS.check);
-    return replyJson<DaemonStatus>(reply, 'the daemon status');
+    return { serving: reply.status === 200, status: replyJson<DaemonStatus>(reply, 'the daemon status') };
   }
 
   private getCheck(json: boolean, o: CallOptions): Promise<HttpReply> {

@@ -7,7 +7,7 @@
  */
 import type { ChatCompletionRequest, ModelList } from '../inference.js';
 import { probeRequest } from '../inference.js';
-import { formatHostPort, type HostPort, INFERENCE_PATHS } from '../net.js';
+import { type HostPort, INFERENCE_PATHS } from '../net.js';
 import {
   type CallOptions,
   type HttpReply,
@@ -56,17 +56,20 @@ export class InferenceClient {
     return this.wire.origin;
   }
 
-  /** One request with the key (when one is configured and the listener is plain HTTP); any status. */
-  request(r: WireRequest): Promise<HttpReply> {
+  /** The key's header, when one is configured and the listener is plain HTTP (a WireError when the key cannot be read). */
+  private auth(): Record<string, string> {
     const key = this.endpoint.tls ? undefined : this.endpoint.apiKey;
-    if (key === undefined) return this.wire.request(r);
-    let value: string;
+    if (key === undefined) return {};
     try {
-      value = typeof key === 'function' ? key() : key;
+      return { authorization: `Bearer ${typeof key === 'function' ? key() : key}` };
     } catch (err) {
-      return Promise.reject(new WireError('network', `cannot read the API key: ${(err as Error).message}`));
+      throw new WireError('network', `cannot read the API key: ${(err as Error).message}`, { cause: err });
     }
-    return this.wire.request({ ...r, headers: { authorization: `Bearer ${value}`, ...r.headers } });
+  }
+
+  /** One request, with the key; any status. */
+  async request(r: WireRequest): Promise<HttpReply> {
+    return this.wire.request({ ...r, headers: { ...this.auth(), ...r.headers } });
   }
 
   /** GET /v1/models: the list (HTTP 200 with `data`), else a WireError. */
@@ -103,9 +106,7 @@ export class InferenceClient {
 
   /** GET /metrics: the Prometheus text (HTTP 200), else a WireError. */
   async metrics(o: CallOptions = {}): Promise<string> {
-    const reply = await this.request({ path: '/metrics', ...o });
-    if (reply.status !== 200) throw unexpectedStatus(reply, `${formatHostPort(this.endpoint.address)}/metrics`);
-    return reply.text;
+    return this.wire.metrics({ ...o, headers: this.auth() });
   }
 
   /** Ends kept connections (keep-alive). */

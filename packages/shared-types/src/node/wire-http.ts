@@ -142,9 +142,12 @@ export function unexpectedStatus(reply: HttpReply, what: string): WireError {
 }
 
 /** The WireError for an error of Node's socket layer. */
-function fromSocketError(err: NodeJS.ErrnoException): WireError {
+function fromSocketError(err: NodeJS.ErrnoException, address?: HostPort): WireError {
   if (err instanceof WireError) return err;
   const code = err.code ?? '';
+  if (code === 'ECONNREFUSED' && address) {
+    return new WireError('refused', `nothing listens on ${formatHostPort(address)} (ECONNREFUSED)`, { cause: err });
+  }
   const message = code && !err.message.includes(code) ? `${err.message} (${code})` : err.message;
   const kind: WireFailure =
     code === 'ECONNREFUSED'
@@ -255,13 +258,20 @@ export class Wire {
         });
       };
       const req = (secure ? tlsRequest : plainRequest)(options, onResponse);
-      req.on('error', (err: NodeJS.ErrnoException) => fail(fromSocketError(err)));
+      req.on('error', (err: NodeJS.ErrnoException) => fail(fromSocketError(err, this.endpoint.address)));
       const timer = setTimeout(() => fail(new WireError('timeout', `no answer within ${timeoutMs} ms`)), timeoutMs);
       const onAbort = () => fail(new WireError('aborted', 'the request was aborted'));
       if (r.signal?.aborted) onAbort();
       else r.signal?.addEventListener('abort', onAbort, { once: true });
       req.end(body?.data);
     });
+  }
+
+  /** GET /metrics: the Prometheus text of a 200 answer, else a WireError. */
+  async metrics(o: CallOptions & { headers?: Readonly<Record<string, string>> } = {}): Promise<string> {
+    const reply = await this.request({ path: '/metrics', ...o });
+    if (reply.status !== 200) throw unexpectedStatus(reply, `${formatHostPort(this.endpoint.address)}/metrics`);
+    return reply.text;
   }
 
   /** Ends the kept connections (keep-alive); a fresh one is opened by the next request. */
