@@ -7,7 +7,7 @@
  */
 import type { ChatCompletionRequest, ModelList } from '../inference.js';
 import { probeRequest } from '../inference.js';
-import { type HostPort, INFERENCE_PATHS } from '../net.js';
+import { INFERENCE_PATHS } from '../net.js';
 import {
   type CallOptions,
   type HttpReply,
@@ -15,13 +15,13 @@ import {
   type TlsFiles,
   unexpectedStatus,
   Wire,
+  type WireEndpoint,
   WireError,
   type WireLimits,
   type WireRequest,
 } from './wire-http.js';
 
-export interface InferenceEndpoint {
-  readonly address: HostPort;
+export interface InferenceEndpoint extends WireEndpoint {
   /** Mutual TLS (the server's :1338 listener) instead of plain HTTP. */
   readonly tls?: TlsFiles | undefined;
   /** The API key, or a function read at each request (a key file); sent as `Authorization: Bearer` on plain HTTP. */
@@ -48,7 +48,7 @@ export class InferenceClient {
     private readonly endpoint: InferenceEndpoint,
     limits: WireLimits = {},
   ) {
-    this.wire = new Wire({ address: endpoint.address, tls: endpoint.tls }, limits);
+    this.wire = new Wire({ address: endpoint.address, https: endpoint.https, tls: endpoint.tls }, limits);
   }
 
   /** `http://HOST:PORT` or `https://HOST:PORT` (mutual TLS). */

@@ -9,6 +9,7 @@
 
 export { ConfigError, VigilError } from '../errors.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
+export { isProbeSuccess, probeRequest } from '../inference.js';
 export { lineTime } from '../log.js';
 export * from '../net.js';
 export { ExitCode } from '../process.js';

@@ -14,11 +14,11 @@ import {
   type HostPort,
   healthConfigSchema,
 } from '@vigil/shared-types';
-import { readConfigFile, readTextOrNull } from '@vigil/shared-types/node';
+import { daemonClient, inferenceClient, readConfigFile, readTextOrNull, Wire } from '@vigil/shared-types/node';
 import { controlRequest, type ServiceStatus, type SupervisorStatus } from '../control.js';
 import { UsageError } from '../errors.js';
 import { GuardianHistory, HealthHistory } from './history.js';
-import { get, type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
+import { type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
 import { jsonLines, LogTail } from './tail.js';
 
 export interface PageConfig {
@@ -66,6 +66,8 @@ export interface Snapshot {
 }
 
 const ERROR_LINES = 5;
+/** What the page reads of a service's answer: at most 1 MiB, on a connection of its own. */
+const ASK = { maxBytes: 1 << 20, userAgent: 'vigil-status-page' } as const;
 
 export class Collector {
   readonly guardianConf: GuardianConfig;
@@ -136,24 +138,24 @@ export class Collector {
     }
   }
 
+  /** Each service's time to answer, per refresh. */
+  private ask(): { timeoutMs: number } {
+    return { timeoutMs: this.config.askTimeoutMs };
+  }
+
   private async messaging(now: number): Promise<Snapshot['messaging']> {
     const daemon = this.config.daemon ?? this.healthConf.daemon.http;
-    const t = this.config.askTimeoutMs;
     const [check, metrics] = await Promise.allSettled([
-      get(daemon, '/api/v1/check', t, 'application/json'),
-      this.config.daemonMetrics ? get(this.config.daemonMetrics, '/metrics', t) : Promise.resolve(null),
+      daemonClient(daemon, ASK).status(this.ask()),
+      this.config.daemonMetrics ? new Wire({ address: this.config.daemonMetrics }, ASK).metrics(this.ask()) : null,
     ]);
     let parsed: Record<string, unknown> | null = null;
     let error: string | null = null;
     if (check.status === 'fulfilled') {
-      try {
-        parsed = JSON.parse(check.value.body) as Record<string, unknown>;
-      } catch {
-        error = `HTTP ${check.value.status}, not JSON`;
-      }
-      if (check.value.status !== 200) error = `HTTP ${check.value.status}`;
+      parsed = check.value.status as unknown as Record<string, unknown>;
+      if (!check.value.serving) error = 'HTTP 503';
     } else error = (check.reason as Error).message;
-    const lines = metrics.status === 'fulfilled' && metrics.value ? parseMetrics(metrics.value.body) : null;
+    const lines = metrics.status === 'fulfilled' && metrics.value !== null ? parseMetrics(metrics.value) : null;
     if (lines) {
       // A labelled counter has no sample until its first count: none is 0.
       this.sent.add(now, metricSum(lines, 'vigil_daemon_messages_sent_total') ?? 0);
@@ -173,9 +175,7 @@ export class Collector {
     let lines: MetricLine[] | null = null;
     let error: string | null = null;
     try {
-      const r = await get(this.guardianConf.primary.http, '/metrics', this.config.askTimeoutMs);
-      if (r.status === 200) lines = parseMetrics(r.body);
-      else error = `/metrics: HTTP ${r.status}`;
+      lines = parseMetrics(await inferenceClient({ address: this.guardianConf.primary.http }, ASK).metrics(this.ask()));
     } catch (err) {
       error = (err as Error).message;
     }
