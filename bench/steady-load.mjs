@@ -16,7 +16,6 @@
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -36,6 +35,7 @@ const MAX_TOKENS = Number(flag('max-tokens', '200'));
 const MESSAGE_EVERY = Number(flag('message-every', '1'));
 const COMPLETION_EVERY = Number(flag('completion-every', '2'));
 const INTERVAL = Number(flag('interval', '10'));
+const { daemonClient, inferenceClient } = await import('../packages/shared-types/dist/node/index.js');
 const log = (s) => console.error(`steady-load: ${s}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -48,25 +48,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-function post(port, path, body, timeoutMs) {
-  return new Promise((resolve) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' }, agent: false },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          text += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode, text }));
-      },
-    );
-    req.setTimeout(timeoutMs, () => req.destroy(new Error('timeout')));
-    req.on('error', (err) => resolve({ status: 0, text: err.message }));
-    req.end(JSON.stringify(body));
-  });
-}
 
 const home = mkdtempSync(join(tmpdir(), 'vigil-steady-'));
 let stack = null;
@@ -124,27 +105,24 @@ try {
   }
   log(`the stack runs (home ${home}); ${MINUTES} min of load`);
   const end = Date.now() + MINUTES * 60_000;
+  const daemon = daemonClient({ host: '127.0.0.1', port: daemonHttp }, { timeoutMs: 10_000 });
+  const completer = inferenceClient({ address: { host: '127.0.0.1', port: inference } }, { timeoutMs: 120_000 });
   const messages = (async () => {
     for (let i = 0; Date.now() < end; i++) {
-      const r = await post(
-        daemonHttp,
-        '/api/v1/rpc',
-        { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000001'], message: `steady ${i}` }, id: i },
-        10_000,
-      );
-      if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-      else counts.messageErrors++;
+      try {
+        await daemon.rpc('send', { recipient: ['+15550000001'], message: `steady ${i}` });
+        counts.messages++;
+      } catch {
+        counts.messageErrors++;
+      }
       await sleep(MESSAGE_EVERY * 1000);
     }
   })();
   const completions = (async () => {
     while (Date.now() < end) {
-      const r = await post(
-        inference,
-        '/v1/chat/completions',
-        { model: 'vigil', messages: [{ role: 'user', content: 'Tell a long story.' }], max_tokens: MAX_TOKENS },
-        120_000,
-      );
+      const r = await completer
+        .chat({ model: 'vigil', messages: [{ role: 'user', content: 'Tell a long story.' }], max_tokens: MAX_TOKENS })
+        .catch((err) => ({ status: 0, text: err.message }));
       if (r.status === 200) {
         counts.completions++;
         counts.tokens += JSON.parse(r.text).usage?.completion_tokens ?? 0;
