@@ -66,11 +66,21 @@ export interface TlsFiles {
   readonly servername?: string | undefined;
 }
 
+/** TLS material in memory (PEM), each part optional: a test's client with or without a certificate. */
+export interface TlsPem {
+  readonly ca?: string | Buffer | undefined;
+  readonly cert?: string | Buffer | undefined;
+  readonly key?: string | Buffer | undefined;
+  readonly servername?: string | undefined;
+}
+
 /** Where requests go: an address, over plain HTTP, HTTPS, or HTTPS with a client certificate. */
 export interface WireEndpoint {
   readonly address: HostPort;
-  readonly https?: boolean;
+  readonly https?: boolean | undefined;
   readonly tls?: TlsFiles | undefined;
+  /** HTTPS with this material as it is (no files), instead of `tls`. */
+  readonly tlsPem?: TlsPem | undefined;
 }
 
 export interface WireLimits {
@@ -173,8 +183,11 @@ export class Wire {
 
   /** `http://HOST:PORT` or `https://…`, for messages. */
   get origin(): string {
-    const secure = this.endpoint.https || this.endpoint.tls;
-    return `${secure ? 'https' : 'http'}://${formatHostPort(this.endpoint.address)}`;
+    return `${this.secure ? 'https' : 'http'}://${formatHostPort(this.endpoint.address)}`;
+  }
+
+  private get secure(): boolean {
+    return Boolean(this.endpoint.https || this.endpoint.tls || this.endpoint.tlsPem);
   }
 
   private agentFor(secure: boolean): Agent | false {
@@ -185,8 +198,8 @@ export class Wire {
 
   /** Sends one request; resolves with the answer (any status), rejects with a WireError. */
   request(r: WireRequest): Promise<HttpReply> {
-    const secure = Boolean(this.endpoint.https || this.endpoint.tls);
-    let tls: Record<string, unknown> = {};
+    const secure = this.secure;
+    let tls: Record<string, unknown> = { ...this.endpoint.tlsPem };
     if (this.endpoint.tls) {
       try {
         tls = readTls(this.endpoint.tls);
