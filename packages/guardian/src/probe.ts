@@ -141,7 +141,7 @@ export class Prober {
     try {
       if (kind === 'busy') {
         // Its progress, from /health (no key needed); any reply is an answer.
-        const res = await client.request({ path: INFERENCE_PATHS.health, signal });
+        const res = await client.health({ signal });
         return finish({ ok: true, busy: busyAnswer(res.status, res.text) });
       }
       const res = await this.ask(client, kind, target.model, signal);
