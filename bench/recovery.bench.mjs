@@ -46,7 +46,6 @@
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
 import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -57,7 +56,8 @@ const VIGIL = join(ROOT, 'packages/stack/bin/vigil.js');
 const INFERENCE = join(ROOT, 'packages/inference-server/bin/inference-server.js');
 const HANG = join(ROOT, 'bench/hang-threads.py');
 const { parseConfig } = await import('@vigil/guardian');
-const { findProcesses, pidAlive } = await import('../packages/shared-types/dist/node/index.js');
+const { findProcesses, inferenceClient, pidAlive } = await import('../packages/shared-types/dist/node/index.js');
+const { isProbeSuccess } = await import('../packages/shared-types/dist/index.js');
 const { RESTART_POLICY } = await import('../packages/stack/dist/restart-policy.js');
 const { WATCHDOG_MS } = await import('../packages/stack/dist/watchdog.js');
 const { DEFAULTS: INFERENCE_DEFAULTS } = await import('../packages/inference-server/dist/config.js');
@@ -110,46 +110,14 @@ function freePort() {
   });
 }
 
-/** One 2-token completion; true when it answered 200 with content within REQUEST_MS. */
-function completion(port) {
-  const body = JSON.stringify({
-    model: 'vigil',
-    messages: [{ role: 'user', content: 'ping' }],
-    max_tokens: 2,
-    temperature: 0,
-  });
-  return new Promise((resolve) => {
-    let done = false;
-    const finish = (ok) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      req.destroy();
-      resolve(ok);
-    };
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        path: '/v1/chat/completions',
-        method: 'POST',
-        agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          text += c;
-        });
-        res.on('end', () => finish(res.statusCode === 200 && text.includes('"content"')));
-        res.on('error', () => finish(false));
-      },
-    );
-    const timer = setTimeout(() => finish(false), REQUEST_MS);
-    req.on('error', () => finish(false));
-    req.end(body);
-  });
+/** One 2-token completion (the guardian's probe request); true when it answered 200 with content within REQUEST_MS. */
+async function completion(port) {
+  try {
+    const r = await inferenceClient({ address: { host: '127.0.0.1', port } }, { timeoutMs: REQUEST_MS }).probe('vigil');
+    return r.status === 200 && isProbeSuccess(r.text);
+  } catch {
+    return false;
+  }
 }
 
 /** Polls until a completion succeeds: the time (ms since the epoch) it succeeded, or null at the deadline. */

@@ -25,7 +25,6 @@
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import http from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -47,7 +46,7 @@ const COMPLETION_EVERY = Number(flag('completion-every', '2'));
 const INTERVAL = Number(flag('interval', '10'));
 const MESSAGE_RATE = Number(flag('message-rate', '0'));
 const RETENTION = flag('retention-hours', undefined);
-const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 64 });
+const { daemonClient, inferenceClient } = await import('../packages/shared-types/dist/node/index.js');
 const log = (s) => console.error(`steady-load: ${s}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -60,25 +59,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-function post(port, path, body, timeoutMs, agent = false) {
-  return new Promise((resolve) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' }, agent },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          text += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode, text }));
-      },
-    );
-    req.setTimeout(timeoutMs, () => req.destroy(new Error('timeout')));
-    req.on('error', (err) => resolve({ status: 0, text: err.message }));
-    req.end(JSON.stringify(body));
-  });
-}
 
 /** Bytes under a path (a file, or a directory walked whole). */
 function bytesUnder(p) {
@@ -137,8 +117,8 @@ let stack = null;
 const counts = { messages: 0, messageErrors: 0, completions: 0, completionErrors: 0, tokens: 0 };
 /** Why requests failed: the status (0: no answer) and the first 80 characters of the answer or error. */
 const failures = new Map();
-const failed = (what, r) => {
-  const key = `${what} ${r.status} ${r.text.slice(0, 80)}`;
+const failed = (what, err) => {
+  const key = `${what}: ${String(err?.message ?? err).slice(0, 100)}`;
   failures.set(key, (failures.get(key) ?? 0) + 1);
 };
 async function stopStack() {
@@ -203,6 +183,20 @@ try {
   }
   log(`the stack runs (home ${home}); ${MINUTES} min of load`);
   const end = Date.now() + MINUTES * 60_000;
+  const daemon = daemonClient({ host: '127.0.0.1', port: daemonHttp }, { timeoutMs: 10_000 });
+  // Paced sends reuse their connections (200 a second would otherwise open 200 a second).
+  const pacedDaemon = daemonClient({ host: '127.0.0.1', port: daemonHttp }, { timeoutMs: 10_000, keepAlive: true });
+  const completer = inferenceClient({ address: { host: '127.0.0.1', port: inference } }, { timeoutMs: 120_000 });
+  const send = (client, i) =>
+    client.rpc('send', { recipient: ['+15550000001'], message: `steady ${i}` }).then(
+      () => {
+        counts.messages++;
+      },
+      (err) => {
+        counts.messageErrors++;
+        failed('send', err);
+      },
+    );
   const paced = async () => {
     // N a second: each 10 ms, the sends that are due, at most 64 in flight.
     const start = Date.now();
@@ -211,65 +205,34 @@ try {
     while (Date.now() < end) {
       const due = Math.floor(((Date.now() - start) / 1000) * MESSAGE_RATE);
       while (sent < due && inFlight < 64) {
-        const i = sent++;
         inFlight++;
-        post(
-          daemonHttp,
-          '/api/v1/rpc',
-          { jsonrpc: '2.0', method: 'send', params: { recipient: ['+15550000001'], message: `steady ${i}` }, id: i },
-          10_000,
-          keepAlive,
-        ).then((r) => {
-          inFlight--;
-          if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-          else {
-            counts.messageErrors++;
-            failed('send', r);
-          }
-        });
+        send(pacedDaemon, sent++).finally(() => inFlight--);
       }
       await sleep(10);
     }
     while (inFlight > 0) await sleep(10);
+    pacedDaemon.wire.close();
   };
   const messages =
     MESSAGE_RATE > 0
       ? paced()
       : (async () => {
           for (let i = 0; Date.now() < end; i++) {
-            const r = await post(
-              daemonHttp,
-              '/api/v1/rpc',
-              {
-                jsonrpc: '2.0',
-                method: 'send',
-                params: { recipient: ['+15550000001'], message: `steady ${i}` },
-                id: i,
-              },
-              10_000,
-            );
-            if (r.status === 200 && !r.text.includes('"error"')) counts.messages++;
-            else {
-              counts.messageErrors++;
-              failed('send', r);
-            }
+            await send(daemon, i);
             await sleep(MESSAGE_EVERY * 1000);
           }
         })();
   const completions = (async () => {
     while (Date.now() < end) {
-      const r = await post(
-        inference,
-        '/v1/chat/completions',
-        { model: 'vigil', messages: [{ role: 'user', content: 'Tell a long story.' }], max_tokens: MAX_TOKENS },
-        120_000,
-      );
+      const r = await completer
+        .chat({ model: 'vigil', messages: [{ role: 'user', content: 'Tell a long story.' }], max_tokens: MAX_TOKENS })
+        .catch((err) => ({ status: 0, text: err.message }));
       if (r.status === 200) {
         counts.completions++;
         counts.tokens += JSON.parse(r.text).usage?.completion_tokens ?? 0;
       } else {
         counts.completionErrors++;
-        failed('completion', r);
+        failed('completion', { message: `${r.status} ${r.text}` });
       }
       await sleep(COMPLETION_EVERY * 1000);
     }

@@ -10,7 +10,7 @@
 // every tick, the lock file looked for, the state file locked, read and written atomically
 // (fsync) every tick, one event appended per tick, the model list, canary and integrity check on
 // their cadences. The baseline, in the same run, is the bare request loop: the same probe request
-// through got with the same options, N times. Rounds alternate (baseline, guardian) so that both
+// through the inference client of shared-types with the prober's options, N times. Rounds alternate (baseline, guardian) so that both
 // see the same machine.
 //
 // Reported: time per tick; the overhead per tick excluding the probe's wait (the tick's time
@@ -21,7 +21,6 @@
 // not), 1 when it could not run. Traffic goes only to 127.0.0.1.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,7 +47,7 @@ const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
 
 const { Guardian, parseConfig } = await import('../dist/index.js');
 const { probeRequest } = await import('@vigil/shared-types');
-const { default: got } = await import('got');
+const { inferenceClient } = await import('@vigil/shared-types/node');
 
 const tmp = mkdtempSync(join(tmpdir(), 'vigil-guardian-bench-'));
 const access = join(tmp, 'access.log');
@@ -105,24 +104,19 @@ try {
     }
   };
 
-  // The baseline: the same request through got with the prober's options.
-  const agent = new Agent({ keepAlive: false, maxSockets: 4 });
-  const client = got.extend({
-    retry: { limit: 0 },
-    throwHttpErrors: false,
-    followRedirect: false,
-    responseType: 'text',
-    agent: { http: agent },
-    headers: { 'user-agent': 'vigil-guardian' },
-  });
-  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  // The baseline: the same request through the same client, with the prober's options.
+  const client = inferenceClient(
+    { address: { host: '127.0.0.1', port } },
+    { timeoutMs: 20_000, maxBytes: 1 << 20, userAgent: 'vigil-guardian' },
+  );
   const bare = async () => {
-    const res = await client.post(url, {
-      json: probeRequest('tiny', 'ping'),
-      timeout: { request: 20_000 },
+    const res = await client.request({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      body: probeRequest('tiny', 'ping'),
       headers: { 'x-bench-baseline': '1' },
     });
-    if (!res.body.includes('"content"')) throw new Error('bad reply');
+    if (!res.text.includes('"content"')) throw new Error('bad reply');
   };
   const tick = async () => {
     const exit = await guardian.tick();
@@ -171,7 +165,6 @@ try {
   }
   const rssEnd = mem().rss;
   guardian.close();
-  agent.destroy();
   // Every tick must have probed (none deferred as busy, none failed).
   const events = readFileSync(join(tmp, 'guardian.log'), 'utf8')
     .split('\n')
@@ -227,7 +220,7 @@ try {
     ],
   ];
   console.log(
-    `\nguardian: ${ticks} ticks with interval 0 against a fast server, baseline: the bare got request loop\n`,
+    `\nguardian: ${ticks} ticks with interval 0 against a fast server, baseline: the bare request loop (same client)\n`,
   );
   console.log('| measure | guardian | baseline | ratio | goal | met |');
   console.log('|---|---|---|---|---|---|');

@@ -1,22 +1,13 @@
 /**
- * The probes, over HTTP with got: the liveness chat completion (spec 2.4: max_tokens 2,
+ * The probes, with the inference server's client of shared-types: the liveness chat completion (spec 2.4: max_tokens 2,
  * temperature 0; success when the reply contains "content"), the model list and the canary chat.
  * Each is bounded by the probe budget, never retried, on a fresh connection (a kept-alive socket
  * to a process since restarted would fail for the wrong reason), and classified into a root
  * cause when it fails.
  */
 import { readFileSync } from 'node:fs';
-import { Agent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
-import {
-  formatHostPort,
-  type HostPort,
-  INFERENCE_PATHS,
-  isProbeSuccess,
-  probeRequest,
-  terminalSafe,
-} from '@vigil/shared-types';
-import got, { type Got, RequestError } from 'got';
+import { type HostPort, INFERENCE_PATHS, isProbeSuccess } from '@vigil/shared-types';
+import { type HttpReply, InferenceClient, replySnippet, type WireError } from '@vigil/shared-types/node';
 import type { BusyAnswer, ProbeKind, RootCause } from './machine.js';
 
 /** Mutual TLS: the server's mTLS listener, the client certificate and key, the CA of the server. */
@@ -46,6 +37,9 @@ export interface ProbeSettings {
   readonly busyCheckMs?: number;
 }
 
+/** The most of a probe's answer read (a probe's answer is a few hundred bytes). */
+const PROBE_ANSWER_BYTES = 1 << 20;
+
 export interface ProbeResult {
   readonly ok: boolean;
   /** Milliseconds from the request to the end of the reply (or the failure). */
@@ -60,21 +54,13 @@ export interface ProbeResult {
   readonly endedAt: number;
 }
 
-const SNIPPET_CHARS = 200;
+/** At most 200 characters of text, on one line, control characters escaped (terminalSafe). */
+export const excerpt = replySnippet;
 
-/** At most SNIPPET_CHARS characters of text, on one line, control characters escaped (terminalSafe). */
-export function excerpt(text: string): string {
-  const one = terminalSafe(text.replace(/\s+/g, ' ').trim());
-  return one.length > SNIPPET_CHARS ? `${one.slice(0, SNIPPET_CHARS - 1)}…` : one;
-}
-
-/** The root cause of a request that got no reply. */
+/** The root cause of a request that got no reply (a WireError's kind). */
 export function classifyError(err: unknown): RootCause {
-  const code = (err as { code?: string }).code ?? '';
-  if ((err as Error).name === 'TimeoutError' || code === 'ETIMEDOUT') return 'timeout';
-  if (code === 'ECONNREFUSED') return 'refused';
-  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ECONNABORTED') return 'reset';
-  return 'network';
+  const kind = (err as Partial<WireError>).kind;
+  return kind === 'timeout' || kind === 'refused' || kind === 'reset' ? kind : 'network';
 }
 
 /**
@@ -121,26 +107,26 @@ export function judgeReply(kind: ProbeKind, status: number, body: string): RootC
 }
 
 export class Prober {
-  private readonly client: Got;
-  private readonly agent = new Agent({ keepAlive: false, maxSockets: 4 });
-  private readonly httpsAgent = new HttpsAgent({ keepAlive: false, maxSockets: 4 });
+  constructor(private readonly settings: ProbeSettings) {}
 
-  constructor(private readonly settings: ProbeSettings) {
-    this.client = got.extend({
-      retry: { limit: 0 },
-      throwHttpErrors: false,
-      followRedirect: false,
-      responseType: 'text',
-      agent: { http: this.agent, https: this.httpsAgent },
-      headers: { 'user-agent': 'vigil-guardian' },
-    });
+  /** The client of `target`: mutual TLS, or plain HTTP with the key file read at each request. */
+  private clientOf(target: ProbeTarget, budgetMs: number): InferenceClient {
+    const m = target.mtls;
+    const keyFile = target.apiKeyFile;
+    return new InferenceClient(
+      m
+        ? { address: m.address, tls: { cert: m.cert, key: m.key, ca: m.ca, servername: m.servername } }
+        : {
+            address: target.http,
+            // Read at each probe, as the certificates: a rotated key is picked up without a restart.
+            ...(keyFile ? { apiKey: () => readFileSync(keyFile, 'utf8').split('\n')[0]!.trim() } : {}),
+          },
+      { timeoutMs: budgetMs, maxBytes: PROBE_ANSWER_BYTES, userAgent: 'vigil-guardian' },
+    );
   }
 
   /** Runs one probe against `target`; never throws. `signal` aborts it (shutdown). */
   async probe(kind: ProbeKind, target: ProbeTarget, signal?: AbortSignal): Promise<ProbeResult> {
-    const base = target.mtls
-      ? `https://${formatHostPort(target.mtls.address)}`
-      : `http://${formatHostPort(target.http)}`;
     const startedAt = Date.now() / 1000;
     const t0 = performance.now();
     const finish = (r: { ok: boolean; cause?: RootCause; snippet?: string; busy?: BusyAnswer }): ProbeResult => ({
@@ -149,59 +135,46 @@ export class Prober {
       startedAt,
       endedAt: Date.now() / 1000,
     });
+    const budgetMs =
+      kind === 'busy' ? Math.min(this.settings.budgetMs, this.settings.busyCheckMs ?? 3000) : this.settings.budgetMs;
+    const client = this.clientOf(target, budgetMs);
     try {
-      const budgetMs =
-        kind === 'busy' ? Math.min(this.settings.budgetMs, this.settings.busyCheckMs ?? 3000) : this.settings.budgetMs;
-      const options = {
-        timeout: { request: budgetMs },
-        ...(signal ? { signal } : {}),
-        ...(target.mtls ? { https: tlsOptions(target.mtls) } : {}),
-        // Read at each probe, as the certificates: a rotated key is picked up without a restart.
-        ...(!target.mtls && target.apiKeyFile
-          ? { headers: { authorization: `Bearer ${readFileSync(target.apiKeyFile, 'utf8').split('\n')[0]!.trim()}` } }
-          : {}),
-      };
       if (kind === 'busy') {
         // Its progress, from /health (no key needed); any reply is an answer.
-        const res = await this.client.get(`${base}${INFERENCE_PATHS.health}`, options);
-        return finish({ ok: true, busy: busyAnswer(res.statusCode, res.body) });
+        const res = await client.health({ signal });
+        return finish({ ok: true, busy: busyAnswer(res.status, res.text) });
       }
-      const res =
-        kind === 'models'
-          ? await this.client.get(`${base}${INFERENCE_PATHS.models}`, options)
-          : await this.client.post(`${base}${INFERENCE_PATHS.chatCompletions}`, {
-              ...options,
-              json:
-                kind === 'chat'
-                  ? probeRequest(target.model, this.settings.prompt)
-                  : {
-                      model: target.model,
-                      messages: [{ role: 'user', content: this.settings.canaryPrompt }],
-                      max_tokens: this.settings.canaryMaxTokens,
-                      temperature: 0,
-                    },
-            });
-      const body = res.body;
-      const cause = judgeReply(kind, res.statusCode, body);
+      const res = await this.ask(client, kind, target.model, signal);
+      const cause = judgeReply(kind, res.status, res.text);
       if (cause === null) return finish({ ok: true });
       const snippet =
         cause === 'http_error'
-          ? `HTTP ${res.statusCode}: ${excerpt(body)}`.trim()
+          ? `HTTP ${res.status}: ${excerpt(res.text)}`.trim()
           : cause === 'empty_reply'
-            ? `HTTP ${res.statusCode} with an empty body`
-            : excerpt(body);
+            ? `HTTP ${res.status} with an empty body`
+            : excerpt(res.text);
       return finish({ ok: false, cause, snippet });
     } catch (err) {
       const cause = classifyError(err);
-      const budgetS = (kind === 'busy' ? (this.settings.busyCheckMs ?? 3000) : this.settings.budgetMs) / 1000;
       const message =
-        cause === 'timeout'
-          ? `no complete reply within the ${budgetS} s budget`
-          : err instanceof RequestError
-            ? `${err.code}: ${err.message}`
-            : String(err);
+        cause === 'timeout' ? `no complete reply within the ${budgetMs / 1000} s budget` : (err as Error).message;
       return finish({ ok: false, cause, snippet: excerpt(message) });
     }
+  }
+
+  /** The request of a probe kind: the model list, the liveness probe (spec 2.4) or the canary. */
+  private ask(client: InferenceClient, kind: ProbeKind, model: string, signal?: AbortSignal): Promise<HttpReply> {
+    if (kind === 'models') return client.request({ path: INFERENCE_PATHS.models, signal });
+    if (kind === 'chat') return client.probe(model, this.settings.prompt, { signal });
+    return client.chat(
+      {
+        model,
+        messages: [{ role: 'user', content: this.settings.canaryPrompt }],
+        max_tokens: this.settings.canaryMaxTokens,
+        temperature: 0,
+      },
+      { signal },
+    );
   }
 
   /**
@@ -228,18 +201,6 @@ export class Prober {
     }
   }
 
-  close(): void {
-    this.agent.destroy();
-    this.httpsAgent.destroy();
-  }
-}
-
-/** got's TLS options for a mutual-TLS probe; the files are read each time (certificates get renewed). */
-function tlsOptions(m: MtlsTarget) {
-  return {
-    key: readFileSync(m.key),
-    certificate: readFileSync(m.cert),
-    certificateAuthority: readFileSync(m.ca),
-    ...(m.servername ? { servername: m.servername } : {}),
-  };
+  /** Nothing to end: every probe has its own connection, closed after it. */
+  close(): void {}
 }

@@ -27,6 +27,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { inferenceClient } from '@vigil/shared-types/node';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -198,14 +199,10 @@ async function waitReady(port, child, name) {
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${name} exited (${child.exitCode})`);
-    const ok = await new Promise((resolve) => {
-      const req = request({ host: '127.0.0.1', port, path: '/health', agent }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
-      });
-      req.on('error', () => resolve(false));
-      req.end();
-    });
+    const ok = await inferenceClient({ address: { host: '127.0.0.1', port } }, { timeoutMs: 5000 })
+      .health()
+      .then((h) => h.status === 200)
+      .catch(() => false);
     if (ok) return;
     if (Date.now() > deadline) throw new Error(`${name} not ready after 120 s`);
     await new Promise((r) => setTimeout(r, 200));

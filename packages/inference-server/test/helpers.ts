@@ -3,7 +3,6 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect } from '@jest/globals';
 import { formatHostPort, type HostPort, parseHostPort } from '@vigil/shared-types';
+import { Wire } from '@vigil/shared-types/node';
 import OpenAI from 'openai';
 
 export const BIN = fileURLToPath(new URL('../bin/inference-server.js', import.meta.url));
@@ -125,32 +125,18 @@ export interface RequestOptions {
   tls?: { ca?: Buffer | string; cert?: Buffer | string; key?: Buffer | string; servername?: string };
 }
 
-/** One HTTP(S) request; the body (an object is sent as JSON) and the whole reply. */
-export function request(addr: HostPort, opts: RequestOptions = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const body = typeof opts.body === 'object' ? JSON.stringify(opts.body) : opts.body;
-    const options = {
-      host: addr.host,
-      port: addr.port,
-      method: opts.method ?? (body === undefined ? 'GET' : 'POST'),
-      path: opts.path ?? '/v1/chat/completions',
-      headers: opts.headers ?? (body === undefined ? {} : { 'content-type': 'application/json' }),
-      agent: false as const,
-      ...(opts.tls ?? {}),
-    };
-    const onRes = (res: import('node:http').IncomingMessage) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
-      });
-      res.on('error', reject);
-    };
-    const req = opts.tls ? httpsRequest(options, onRes) : httpRequest(options, onRes);
-    req.on('error', reject);
-    req.end(body);
+/** One HTTP(S) request (vigil's one client); the body (an object is sent as JSON) and the whole reply. */
+export async function request(addr: HostPort, opts: RequestOptions = {}): Promise<Reply> {
+  const r = await new Wire(
+    { address: addr, ...(opts.tls ? { tlsPem: opts.tls } : {}) },
+    { timeoutMs: 120_000, maxBytes: 256 << 20 },
+  ).request({
+    method: opts.method ?? (opts.body === undefined ? 'GET' : 'POST'),
+    path: opts.path ?? '/v1/chat/completions',
+    headers: opts.headers ?? (opts.body === undefined ? {} : { 'content-type': 'application/json' }),
+    body: opts.body,
   });
+  return { status: r.status, headers: r.headers, text: r.text, json: () => JSON.parse(r.text) };
 }
 
 /** Polls /health until it answers 200. */

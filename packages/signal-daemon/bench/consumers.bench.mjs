@@ -20,6 +20,7 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { daemonClient } from '@vigil/shared-types/node';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'signal-daemon.js');
 const HOST = '127.0.0.1';
@@ -58,14 +59,9 @@ async function startDaemon(account, localnet, dataDir, extra = []) {
   );
   children.push(child);
   for (let i = 0; i < 300; i++) {
-    const ok = await new Promise((resolve) => {
-      const req = request({ host: HOST, port: http, path: '/api/v1/check' }, (res) => {
-        res.resume();
-        resolve(res.statusCode === 200);
-      });
-      req.on('error', () => resolve(false));
-      req.end();
-    });
+    const ok = await daemonClient({ host: HOST, port: http }, { timeoutMs: 2000 })
+      .check()
+      .catch(() => false);
     if (ok) return { child, http, tcp };
     await sleep(50);
   }

@@ -37,6 +37,7 @@ import { connect, createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { daemonClient } from '@vigil/shared-types/node';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'signal-daemon.js');
@@ -156,16 +157,11 @@ async function freePort() {
   return port;
 }
 
-function httpStatus(port, path) {
-  return new Promise((resolve) => {
-    const req = request({ host: HOST, port, path, method: 'GET', agent: false, timeout: 1000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(0));
-    req.end();
-  });
+/** Whether the daemon on `port` serves (its check answers 200), within a second. */
+function serving(port) {
+  return daemonClient({ host: HOST, port }, { timeoutMs: 1000 })
+    .check()
+    .catch(() => false);
 }
 
 async function startDaemon(account, localnet, dataDir) {
@@ -179,7 +175,7 @@ async function startDaemon(account, localnet, dataDir) {
     ]);
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (Date.now() < deadline && !exited(child)) {
-      if ((await httpStatus(http, '/api/v1/check')) === 200) return { child, http, tcp, out };
+      if (await serving(http)) return { child, http, tcp, out };
       await sleep(50);
     }
     if (!exited(child)) await stopChild(child);

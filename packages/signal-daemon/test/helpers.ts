@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { decodeLine, formatHostPort, type HostPort, LineFramer, parseHostPort } from '@vigil/shared-types';
+import { Wire } from '@vigil/shared-types/node';
 import { type DaemonHandle, type DaemonOptions, memoryLogger, start } from '../src/index.js';
 
 export const BIN = fileURLToPath(new URL('../bin/signal-daemon.js', import.meta.url));
@@ -44,34 +45,21 @@ export interface HttpReply {
   json: () => unknown;
 }
 
-/** One HTTP request with full control of method, path, headers and raw body. */
-export function http(
+/** What a test may send and read: large bodies, and a loaded machine's pace. */
+const TEST_LIMITS = { timeoutMs: 60_000, maxBytes: 256 << 20 } as const;
+
+/** One HTTP request (vigil's one client) with full control of method, path, headers and raw body. */
+export async function http(
   addr: HostPort,
   opts: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
 ): Promise<HttpReply> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: addr.host,
-        port: addr.port,
-        method: opts.method ?? 'POST',
-        path: opts.path ?? '/api/v1/rpc',
-        headers: opts.headers ?? { 'content-type': 'application/json' },
-        agent: false,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(opts.body);
+  const r = await new Wire({ address: addr }, TEST_LIMITS).request({
+    method: opts.method ?? 'POST',
+    path: opts.path ?? '/api/v1/rpc',
+    headers: opts.headers ?? { 'content-type': 'application/json' },
+    body: opts.body,
   });
+  return { status: r.status, headers: r.headers, text: r.text, json: () => JSON.parse(r.text) };
 }
 
 /** JSON-RPC over HTTP: the parsed reply body. */

@@ -6,7 +6,7 @@
  */
 
 import type { ConsumerStatus, DaemonStatus, HostPort } from '@vigil/shared-types';
-import { formatHostPort } from '@vigil/shared-types/light';
+import { daemonClient } from '@vigil/shared-types/light';
 import { Command, Option } from 'commander';
 import type { RawStackOptions, StackOptionName } from './config.js';
 import { controlRequest } from './control.js';
@@ -126,12 +126,9 @@ export function restartCommand(): Command {
 /** The daemon's consumers, from its JSON check (2 s at most); null when it does not answer. */
 async function daemonConsumers(addr: HostPort): Promise<readonly ConsumerStatus[] | null> {
   try {
-    const res = await fetch(`http://${formatHostPort(addr)}/api/v1/check`, {
-      headers: { accept: 'application/json' },
-      signal: AbortSignal.timeout(2000),
-    });
-    const body = (await res.json()) as Partial<DaemonStatus>;
-    return Array.isArray(body.consumers?.list) ? body.consumers.list : null;
+    const { status } = await daemonClient(addr, { timeoutMs: 2000, maxBytes: 1 << 20 }).status();
+    const list = (status as Partial<DaemonStatus>).consumers?.list;
+    return Array.isArray(list) ? list : null;
   } catch {
     return null;
   }

@@ -1,24 +1,17 @@
 /** Telling that a service just started is up: an HTTP 200 on its path, or a line in its log. */
 import { closeSync, openSync, readSync } from 'node:fs';
-import { connect } from 'node:net';
 import type { HostPort } from '@vigil/shared-types';
-import { sleep } from '@vigil/shared-types/light';
-import { hp } from './config.js';
+import { sleep, Wire } from '@vigil/shared-types/light';
 import type { Readiness } from './services.js';
 
-/** Whether GET `path` answers 200 (one connection, one request, at most a second). */
-export function httpOk(addr: HostPort, path: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect(addr.port, addr.host);
-    s.setTimeout(1000, () => s.destroy());
-    s.on('error', () => resolve(false));
-    s.on('close', () => resolve(false));
-    s.on('connect', () => s.write(`GET ${path} HTTP/1.1\r\nHost: ${hp(addr)}\r\nConnection: close\r\n\r\n`));
-    s.once('data', (d: Buffer) => {
-      resolve(/^HTTP\/1\.[01] 200 /.test(d.toString('latin1')));
-      s.destroy();
-    });
-  });
+/** Whether GET `path` answers 200 (one connection, one request, at most a second; 64 KiB of the answer read). */
+export async function httpOk(addr: HostPort, path: string): Promise<boolean> {
+  try {
+    const wire = new Wire({ address: addr }, { timeoutMs: 1000, maxBytes: 64 << 10, overflow: 'truncate' });
+    return (await wire.request({ path })).status === 200;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether what was written to the file from byte `from` on matches. */

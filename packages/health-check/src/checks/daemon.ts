@@ -1,15 +1,15 @@
 /** signal_port: the daemon answers JSON-RPC `version`; with --fix, restarted or relaunched until it does. */
 import { formatHostPort } from '@vigil/shared-types';
-import { rpcCall } from '../io/http.js';
+import { daemonAt } from '../io/http.js';
 import { type Check, type CheckContext, ok } from './check.js';
 import { endProcesses, findDaemons } from './ours.js';
 import { bringBack } from './repair.js';
 
 /** The daemon's version over JSON-RPC, or an Error saying why not. */
 export async function versionOf(ctx: CheckContext): Promise<string> {
-  const result = (await rpcCall(ctx.config.daemon.http, 'version', undefined, ctx.config.timeouts.checkMs)) as {
-    version?: unknown;
-  };
+  const result = await daemonAt(ctx.config.daemon.http, ctx.config.timeouts.checkMs).rpc<{ version?: unknown }>(
+    'version',
+  );
   if (typeof result?.version !== 'string') throw new Error('the reply has no result.version');
   return result.version;
 }

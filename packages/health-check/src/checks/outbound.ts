@@ -1,7 +1,7 @@
 /** outbound_send: a real send succeeds now (outbound.probe), or the last one is recent enough (report only). */
-import { lineTime, SEND_SUCCEEDED_LOG } from '@vigil/shared-types';
+import { lineTime, SEND_SUCCEEDED_LOG, type SendResult } from '@vigil/shared-types';
 import { tailLines } from '../io/files.js';
-import { daemonStatus, rpcCall } from '../io/http.js';
+import { daemonAt, daemonStatus } from '../io/http.js';
 import { type Check, ok, skipped } from './check.js';
 
 export const outboundSend: Check = {
@@ -11,12 +11,11 @@ export const outboundSend: Check = {
     if (outbound.probe) {
       const { recipient, noteToSelf, message } = outbound.probe;
       try {
-        const r = (await rpcCall(
-          daemon.http,
-          'send',
-          { ...(recipient ? { recipient: [recipient] } : {}), ...(noteToSelf ? { noteToSelf: true } : {}), message },
-          timeouts.checkMs,
-        )) as { timestamp?: number };
+        const r = await daemonAt(daemon.http, timeouts.checkMs).rpc<SendResult>('send', {
+          ...(recipient ? { recipient: [recipient] } : {}),
+          ...(noteToSelf ? { noteToSelf: true } : {}),
+          message,
+        });
         return ok(`a real send succeeded now (timestamp ${r?.timestamp})`);
       } catch (err) {
         return { ok: false, detail: `a real send failed: ${(err as Error).message}` };

@@ -5,10 +5,9 @@
  * the caller logs it. At most a few KiB of an answer are read (for the message); the rest is
  * dropped.
  */
-import { request as httpRequestRaw, type IncomingMessage } from 'node:http';
-import { request as httpsRequestRaw } from 'node:https';
 import { type PingWhat, pingUrl } from '../notify.js';
 import { terminalSafe } from '../terminal.js';
+import { endpointOfUrl, Wire, type WireError } from './wire-http.js';
 
 export interface HttpRequestOptions {
   readonly method?: 'GET' | 'POST' | 'HEAD';
@@ -35,69 +34,35 @@ const ANSWER_BYTES = 2048;
 
 type Once = { status: number | null; body: string; error: string | null; retry: boolean };
 
-function once(url: URL, o: HttpRequestOptions, ms: number): Promise<Once> {
-  return new Promise((resolve) => {
-    const send = url.protocol === 'https:' ? httpsRequestRaw : httpRequestRaw;
-    const body = o.body === undefined ? undefined : Buffer.from(o.body);
-    let done = false;
-    const finish = (r: Once) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      req.destroy();
-      resolve(r);
+async function once(wire: Wire, path: string, o: HttpRequestOptions, ms: number): Promise<Once> {
+  try {
+    const r = await wire.request({
+      method: o.method ?? (o.body === undefined ? 'GET' : 'POST'),
+      path,
+      body: o.body,
+      headers: o.headers ?? {},
+      timeoutMs: ms,
+    });
+    return { status: r.status, body: r.text.trim(), error: null, retry: r.status === 429 || r.status >= 500 };
+  } catch (err) {
+    const e = err as WireError;
+    if (e.kind === 'timeout')
+      return { status: null, body: '', error: `timed out after ${Math.round(ms)} ms`, retry: false };
+    const code = (e.cause as NodeJS.ErrnoException | undefined)?.code;
+    return {
+      status: null,
+      body: '',
+      error: code && !e.message.includes(code) ? `${code} ${e.message}` : e.message,
+      retry: true,
     };
-    const req = send(
-      url,
-      {
-        method: o.method ?? (body ? 'POST' : 'GET'),
-        agent: false,
-        headers: {
-          'user-agent': 'vigil',
-          ...(body ? { 'content-length': String(body.length) } : {}),
-          ...o.headers,
-        },
-      },
-      (res: IncomingMessage) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const status = res.statusCode ?? 0;
-        const end = () =>
-          finish({
-            status,
-            body: Buffer.concat(chunks).toString('utf8').slice(0, ANSWER_BYTES).trim(),
-            error: null,
-            retry: status === 429 || status >= 500,
-          });
-        res.on('data', (c: Buffer) => {
-          if (size < ANSWER_BYTES) chunks.push(c);
-          size += c.length;
-          if (size >= ANSWER_BYTES) end();
-        });
-        res.on('end', end);
-        res.on('error', end);
-      },
-    );
-    const timer = setTimeout(
-      () => finish({ status: null, body: '', error: `timed out after ${Math.round(ms)} ms`, retry: false }),
-      ms,
-    );
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      finish({ status: null, body: '', error: `${err.code ?? ''} ${err.message}`.trim(), retry: true }),
-    );
-    req.end(body);
-  });
+  }
 }
 
 /** Sends one request (see the module's comment); a URL that cannot be parsed is a failed outcome. */
 export async function httpRequest(target: string, o: HttpRequestOptions): Promise<HttpOutcome> {
-  let url: URL;
-  try {
-    url = new URL(target);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
-  } catch {
-    return { ok: false, status: null, attempts: 0, detail: `not an http(s) URL: ${target}` };
-  }
+  const where = endpointOfUrl(target);
+  if (!where) return { ok: false, status: null, attempts: 0, detail: `not an http(s) URL: ${target}` };
+  const wire = new Wire(where.endpoint, { maxBytes: ANSWER_BYTES, overflow: 'truncate' });
   const deadline = performance.now() + o.timeoutMs;
   const attempts = Math.max(1, o.attempts ?? 1);
   let wait = o.backoffMs ?? 250;
@@ -107,7 +72,7 @@ export async function httpRequest(target: string, o: HttpRequestOptions): Promis
     const left = deadline - performance.now();
     if (left <= 0) break;
     tried += 1;
-    last = await once(url, o, left);
+    last = await once(wire, where.path, o, left);
     if (!last.retry || tried >= attempts) break;
     if (deadline - performance.now() <= wait) break;
     await new Promise((r) => setTimeout(r, wait));

@@ -1,6 +1,7 @@
 /**
  * `@vigil/shared-types/light`: what a command-line program needs before it knows what it will do
- * (run, parse flags, exit codes and errors, terminal-safe text, files), without zod and the configuration schemas.
+ * (run, parse flags, exit codes and errors, terminal-safe text, files, the clients of vigil's own
+ * wire for a quick `status`), without zod and the configuration schemas.
  * Loading zod and the schemas takes ~90 ms, more than `node` itself needs to start: a CLI imports
  * this statically, and the main entries (or `/node`) with `await import()` where a command needs
  * them, so `--help` and a quick `status` start fast.
@@ -8,11 +9,15 @@
 
 export { ConfigError, VigilError } from '../errors.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
+export { isProbeSuccess, probeRequest } from '../inference.js';
 export { lineTime } from '../log.js';
 export * from '../net.js';
 export { ExitCode } from '../process.js';
 export { terminalSafe } from '../terminal.js';
 export { cliExitCode, runCli, stopOnSignals } from './cli.js';
+export * from './daemon-client.js';
 export * from './flags.js';
 export * from './fs.js';
+export * from './inference-client.js';
 export { sleep } from './proc.js';
+export * from './wire-http.js';

@@ -25,10 +25,17 @@
 import { basename, dirname } from 'node:path';
 import {
   ConfigError,
+  DAEMON_PATHS,
+  daemonClient,
+  endpointOfUrl,
   fileExists,
+  INFERENCE_PATHS,
+  inferenceClient,
+  isProbeSuccess,
   readTextOrNull,
   removeFile,
   VigilError,
+  type WireError,
   writeFileAtomic,
 } from '@vigil/shared-types/light';
 import { Command } from 'commander';
@@ -92,48 +99,35 @@ function readCount(file: string): number {
 
 const writeCount = (file: string, failures: number) => writeFileAtomic(file, JSON.stringify({ failures }));
 
-/** One request: the chat completion or the JSON-RPC `version`. */
+/** One request: the chat completion or the JSON-RPC `version`, with the clients of shared-types. */
 async function request(o: ProbeOptions): Promise<{ ok: boolean; detail: string }> {
   const started = performance.now();
   const timeoutMs = o.requestTimeoutS * 1000;
-  const body =
-    o.kind === 'chat'
-      ? { model: o.model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 2, temperature: 0 }
-      : { jsonrpc: '2.0', method: 'version', id: 1 };
-  const path = o.kind === 'chat' ? '/v1/chat/completions' : '/api/v1/rpc';
+  const path = o.kind === 'chat' ? INFERENCE_PATHS.chatCompletions : DAEMON_PATHS.rpc;
   const ms = () => Math.round(performance.now() - started);
-  let res: Response;
-  let text: string;
+  const where = endpointOfUrl(o.url);
+  if (!where) return { ok: false, detail: `not an http(s) URL: ${o.url}` };
+  const limits = { timeoutMs, maxBytes: 1 << 20, userAgent: 'vigil-liveness' };
   try {
-    res = await fetch(new URL(path, o.url), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    text = await res.text();
+    if (o.kind === 'rpc') {
+      if (where.endpoint.https) return { ok: false, detail: `${path}: the daemon speaks plain http (${o.url})` };
+      const r = await daemonClient(where.endpoint.address, limits).rpc<{ version?: unknown } | null>('version');
+      if (typeof r?.version === 'string') return { ok: true, detail: `version ${r.version} in ${ms()} ms` };
+      return { ok: false, detail: `${path}: the reply has no result.version (${ms()} ms)` };
+    }
+    const res = await inferenceClient(where.endpoint, limits).probe(o.model!);
+    if (res.status === 200 && isProbeSuccess(res.text)) return { ok: true, detail: `completion in ${ms()} ms` };
+    if (res.status === 429) return { ok: true, detail: `busy: queue full (429) in ${ms()} ms` };
+    if (res.status === 503 && res.text.includes('model_loading')) return { ok: true, detail: 'model loading (503)' };
+    return {
+      ok: false,
+      detail: `${path}: HTTP ${res.status} ${res.text.replace(/\s+/g, ' ').slice(0, 160)} (${ms()} ms)`,
+    };
   } catch (err) {
-    const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
     const why =
-      e?.name === 'TimeoutError'
-        ? `no answer within ${timeoutMs / 1000} s`
-        : (e?.cause?.code ?? e?.cause?.message ?? e?.message);
+      (err as WireError).kind === 'timeout' ? `no answer within ${timeoutMs / 1000} s` : (err as Error).message;
     return { ok: false, detail: `${path}: ${why} (${ms()} ms)` };
   }
-  const snippet = text.replace(/\s+/g, ' ').slice(0, 160);
-  if (o.kind === 'chat') {
-    if (res.status === 200 && text.includes('"content"')) return { ok: true, detail: `completion in ${ms()} ms` };
-    if (res.status === 429) return { ok: true, detail: `busy: queue full (429) in ${ms()} ms` };
-    if (res.status === 503 && text.includes('model_loading')) return { ok: true, detail: 'model loading (503)' };
-  } else if (res.status === 200) {
-    try {
-      const version = (JSON.parse(text) as { result?: { version?: unknown } } | null)?.result?.version;
-      if (typeof version === 'string') return { ok: true, detail: `version ${version} in ${ms()} ms` };
-    } catch {
-      // not JSON: a failure, reported below
-    }
-  }
-  return { ok: false, detail: `${path}: HTTP ${res.status} ${snippet} (${ms()} ms)` };
 }
 
 function terminate(pid: number, why: string): string {

@@ -14,11 +14,11 @@ import {
   type HostPort,
   healthConfigSchema,
 } from '@vigil/shared-types';
-import { readConfigFile, readTextOrNull } from '@vigil/shared-types/node';
+import { daemonClient, inferenceClient, readConfigFile, readTextOrNull, Wire } from '@vigil/shared-types/node';
 import { UsageError } from '../errors.js';
 import { GuardianHistory, HealthHistory } from './history.js';
 import { type ManagerConfig, type ServicesView, servicesView } from './managers.js';
-import { get, type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
+import { type MetricLine, metricSum, parseMetrics, Rate } from './probe.js';
 import { jsonLines, LogTail } from './tail.js';
 
 /** `home`: the stack's home (the supervisor's control socket; the token, actions log and address file). */
@@ -67,6 +67,8 @@ export interface Snapshot {
 const ERROR_LINES = 5;
 /** systemctl and launchctl are asked at most once a second (a process each time). */
 const MANAGER_EVERY_MS = 1000;
+/** What the page reads of a service's answer: at most 1 MiB, on a connection of its own. */
+const ASK = { maxBytes: 1 << 20, userAgent: 'vigil-status-page' } as const;
 
 export class Collector {
   readonly guardianConf: GuardianConfig;
@@ -131,19 +133,19 @@ export class Collector {
     return this.view.view;
   }
 
+  /** Each service's time to answer, per refresh. */
+  private ask(): { timeoutMs: number } {
+    return { timeoutMs: this.config.askTimeoutMs };
+  }
+
   private async messaging(now: number): Promise<Snapshot['messaging']> {
     const daemon = this.config.daemon ?? this.healthConf.daemon.http;
-    const t = this.config.askTimeoutMs;
     let parsed: Record<string, unknown> | null = null;
     let error: string | null = null;
     try {
-      const check = await get(daemon, '/api/v1/check', t, 'application/json');
-      try {
-        parsed = JSON.parse(check.body) as Record<string, unknown>;
-      } catch {
-        error = `HTTP ${check.status}, not JSON`;
-      }
-      if (check.status !== 200) error = `HTTP ${check.status}`;
+      const check = await daemonClient(daemon, ASK).status(this.ask());
+      parsed = check.status as unknown as Record<string, unknown>;
+      if (!check.serving) error = 'HTTP 503';
     } catch (err) {
       error = (err as Error).message;
     }
@@ -154,8 +156,8 @@ export class Collector {
     if (typeof counters?.sent === 'number' && typeof counters.received === 'number') {
       counts = { sent: counters.sent, received: counters.received };
     } else if (this.config.daemonMetrics) {
-      const lines = await get(this.config.daemonMetrics, '/metrics', t).then(
-        (r) => parseMetrics(r.body),
+      const lines = await new Wire({ address: this.config.daemonMetrics }, ASK).metrics(this.ask()).then(
+        (text) => parseMetrics(text),
         () => null,
       );
       // A labelled counter has no sample until its first count: none is 0.
@@ -184,9 +186,7 @@ export class Collector {
     let lines: MetricLine[] | null = null;
     let error: string | null = null;
     try {
-      const r = await get(this.guardianConf.primary.http, '/metrics', this.config.askTimeoutMs);
-      if (r.status === 200) lines = parseMetrics(r.body);
-      else error = `/metrics: HTTP ${r.status}`;
+      lines = parseMetrics(await inferenceClient({ address: this.guardianConf.primary.http }, ASK).metrics(this.ask()));
     } catch (err) {
       error = (err as Error).message;
     }

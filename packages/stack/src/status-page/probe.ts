@@ -1,49 +1,8 @@
 /**
- * What the status page asks the services: one bounded GET (a short answer, a short time, no kept
- * connection), Prometheus text read into sums by name, and rates from a counter's recent samples.
+ * What the status page reads of the services' answers (asked with the clients of
+ * `@vigil/shared-types/node`): Prometheus text read into sums by name, and rates from a counter's
+ * recent samples.
  */
-import { request } from 'node:http';
-import { formatHostPort, type HostPort } from '@vigil/shared-types';
-
-const MAX_ANSWER = 1 << 20;
-
-export interface Answer {
-  readonly status: number;
-  readonly body: string;
-}
-
-/** GET http://ADDR/PATH within `timeoutMs`: the answer, or an Error saying why none came. */
-export function get(addr: HostPort, path: string, timeoutMs: number, accept = '*/*'): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: addr.host.replace(/^\[|\]$/g, ''), port: addr.port, path, agent: false, headers: { accept } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_ANSWER) return void req.destroy(new Error(`answer over ${MAX_ANSWER} bytes`));
-          chunks.push(c);
-        });
-        res.on('end', () => {
-          clearTimeout(timer);
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') });
-        });
-        res.on('error', reject);
-      },
-    );
-    const timer = setTimeout(
-      () => req.destroy(new Error(`no answer from ${formatHostPort(addr)} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      reject(err.code === 'ECONNREFUSED' ? new Error(`nothing listens on ${formatHostPort(addr)}`) : err);
-    });
-    req.end();
-  });
-}
-
 export interface MetricLine {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
