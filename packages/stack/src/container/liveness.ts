@@ -23,15 +23,9 @@
  * container (no Docker socket is given to it). Its directory must exist (the shared volume).
  */
 import { basename, dirname } from 'node:path';
-import {
-  ConfigError,
-  fileExists,
-  readTextOrNull,
-  removeFile,
-  VigilError,
-  writeFileAtomic,
-} from '@vigil/shared-types/light';
+import { ConfigError, fileExists, readTextOrNull, removeFile, writeFileAtomic } from '@vigil/shared-types/light';
 import { Command } from 'commander';
+import { WriteError } from '../errors.js';
 
 export type ProbeKind = 'chat' | 'rpc';
 
@@ -172,12 +166,12 @@ export async function probe(o: ProbeOptions): Promise<ProbeResult> {
 
 /** Writes a restart request for the probe to carry out. Its directory must exist. */
 export function requestRestart(file: string): void {
-  if (!fileExists(dirname(file))) throw new VigilError('EWRITE', `cannot write ${file}: ENOENT`);
+  if (!fileExists(dirname(file))) throw new WriteError(`cannot write ${file}: ENOENT`);
   try {
     writeFileAtomic(file, `${JSON.stringify({ requested_at: Date.now() / 1000, by: 'guardian' })}\n`);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new VigilError('EWRITE', `cannot write ${file}: ${code}`, { cause: err });
+    throw new WriteError(`cannot write ${file}: ${code}`, err);
   }
 }
 
