@@ -68,7 +68,10 @@ export const VIGIL_ERRORS = defineErrors({
     message: 'a JSON-RPC message that is not a request, or over the size limits',
     rpc: RpcErrorCode.INVALID_REQUEST,
   },
-  VIGIL_ERR_RPC_INVALID_PARAMS: { message: 'JSON-RPC params over the size limits', rpc: RpcErrorCode.INVALID_PARAMS },
+  VIGIL_ERR_RPC_INVALID_PARAMS: {
+    message: 'a JSON-RPC parameter over its size limit',
+    rpc: RpcErrorCode.INVALID_PARAMS,
+  },
 });
 
 export interface VigilErrorOptions {
