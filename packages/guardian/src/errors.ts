@@ -1,8 +1,21 @@
 /**
- * The guardian's errors, each a VigilError: a stable `code`, a message a person reads, and the
- * exit code the binary ends with (configuration 78, manual intervention 2, a runtime failure 1).
+ * The guardian's error catalogue and errors, each a VigilError: a stable `code`, a message a
+ * person reads, and the exit code the binary ends with (configuration 78, manual intervention 2,
+ * a runtime failure 1). A configuration file that cannot be used is the shared VIGIL_ERR_CONFIG.
  */
-import { ConfigError, ExitCode, VigilError } from '@vigil/shared-types';
+import { ConfigError, defineErrors, ExitCode, VigilError } from '@vigil/shared-types';
+
+export const GUARDIAN_ERRORS = defineErrors({
+  VIGIL_ERR_GUARDIAN_NOT_CONFIGURED: {
+    message: 'an operation the configuration does not give what it needs',
+    exitCode: ExitCode.CONFIG,
+  },
+  VIGIL_ERR_GUARDIAN_STATE: {
+    message: 'the state file cannot be used (damaged, or written by a newer guardian)',
+    exitCode: ExitCode.MANUAL,
+  },
+  VIGIL_ERR_GUARDIAN_STATE_BUSY: { message: 'another guardian holds the state lock longer than this one can wait' },
+});
 
 /** A configuration file that cannot be used: missing, not JSON, or invalid (exit 78). */
 export class ConfigFileError extends ConfigError {
@@ -17,7 +30,7 @@ export class ConfigFileError extends ConfigError {
 /** An operation the configuration does not give what it needs (exit 78). */
 export class NotConfiguredError extends VigilError {
   constructor(message: string) {
-    super('ENOTCONFIGURED', message, { exitCode: ExitCode.CONFIG });
+    super(GUARDIAN_ERRORS.VIGIL_ERR_GUARDIAN_NOT_CONFIGURED, message);
   }
 }
 
@@ -33,11 +46,8 @@ export class StateFileError extends VigilError {
     readonly recoverable = true,
   ) {
     super(
-      'ESTATE',
+      GUARDIAN_ERRORS.VIGIL_ERR_GUARDIAN_STATE,
       `state file ${path} ${why}; fix it, or remove it to start afresh (its alerting state is then lost)`,
-      {
-        exitCode: ExitCode.MANUAL,
-      },
     );
   }
 }
@@ -48,6 +58,9 @@ export class StateBusyError extends VigilError {
     readonly path: string,
     readonly pid: number | null,
   ) {
-    super('EBUSY', `another guardian${pid ? ` (pid ${pid})` : ''} is updating ${path}; try again`);
+    super(
+      GUARDIAN_ERRORS.VIGIL_ERR_GUARDIAN_STATE_BUSY,
+      `another guardian${pid ? ` (pid ${pid})` : ''} is updating ${path}; try again`,
+    );
   }
 }

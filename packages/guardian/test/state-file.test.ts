@@ -86,7 +86,7 @@ describe('StateFile', () => {
     expect((busy as StateBusyError).message).toBe(
       `another guardian (pid ${process.ppid}) is updating ${path}.lock; try again`,
     );
-    expect((busy as StateBusyError).code).toBe('EBUSY');
+    expect((busy as StateBusyError).code).toBe('VIGIL_ERR_GUARDIAN_STATE_BUSY');
     writeFileSync(`${path}.lock`, '999999999\n');
     const release = await f.lock(0, 60_000);
     expect(readFileSync(`${path}.lock`, 'utf8').trim()).toBe(String(process.pid));

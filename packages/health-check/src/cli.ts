@@ -1,4 +1,4 @@
-import { flagParser, HealthExit, runCli } from '@vigil/shared-types/light';
+import { FlagValueError, flagParser, HealthExit, runCli } from '@vigil/shared-types/light';
 import { Command, CommanderError, Option } from 'commander';
 import type { Options } from './main.js';
 import { BIN, VERSION } from './version.js';
@@ -15,7 +15,7 @@ function httpUrl(text: string): string {
     // said below
   }
   if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
-    throw new Error(`expected an http:// or https:// URL, got "${text}"`);
+    throw new FlagValueError(`expected an http:// or https:// URL, got "${text}"`);
   return text;
 }
 

@@ -1,18 +1,74 @@
 /**
- * Every error this package throws, each a VigilError: a stable `code`, a message, an optional
- * hint and the exit code it maps to when it ends the process (78 configuration, else 1).
+ * The inference server's error catalogue and every error this package throws, each a VigilError:
+ * a stable `code`, a message, an optional hint and the exit code it maps to when it ends the
+ * process (78 configuration, else 1). An error a client gets is answered in its protocol's shape
+ * (OpenAI's `type`/`code`, Anthropic's `type`); the catalogue gives its HTTP status and OpenAI code.
  */
 import type { OpenAIError } from '@vigil/shared-types';
-import { VigilError } from '@vigil/shared-types';
+import { defineErrors, VigilError } from '@vigil/shared-types';
 
 export { ConfigError, exitCodeFor, VigilError } from '@vigil/shared-types';
 export { ListenError } from '@vigil/shared-types/node';
+
+export const INFERENCE_ERRORS = defineErrors({
+  VIGIL_ERR_INFERENCE_MANIFEST: {
+    message: 'manifest verification failed: the model is not the one the manifest lists',
+  },
+  VIGIL_ERR_INFERENCE_SIGNATURE: { message: 'signature invalid: the manifest is not signed by the given key' },
+  VIGIL_ERR_INFERENCE_GGUF: { message: 'the model file is not a usable GGUF file (checked before llama.cpp reads it)' },
+  VIGIL_ERR_INFERENCE_LOAD: { message: 'node-llama-cpp could not load the model or start' },
+  VIGIL_ERR_INFERENCE_STOPPED: { message: 'stopped while the model was loading' },
+  VIGIL_ERR_INFERENCE_REQUEST: {
+    message: "a request answered with an error in its protocol's shape; `status`, `type` and `openaiCode` say which",
+  },
+  VIGIL_ERR_INFERENCE_BUSY: {
+    message: 'every sequence is generating and the queue is full',
+    http: 429,
+    wire: 'rate_limit_exceeded',
+  },
+  VIGIL_ERR_INFERENCE_CONTEXT_LENGTH: {
+    message: 'the prompt does not fit the context',
+    http: 400,
+    wire: 'context_length_exceeded',
+  },
+  VIGIL_ERR_INFERENCE_TIMEOUT: {
+    message: 'a completion ran past --request-timeout',
+    http: 504,
+    wire: 'request_timeout',
+  },
+  VIGIL_ERR_INFERENCE_SHUTTING_DOWN: {
+    message: 'the server is stopping: work in flight past --shutdown-grace is aborted',
+    http: 503,
+    wire: 'shutting_down',
+  },
+  VIGIL_ERR_INFERENCE_CLIENT_CLOSED: { message: 'the client left before the answer', http: 499, wire: 'client_closed' },
+  VIGIL_ERR_INFERENCE_GRAMMAR_WORKER: {
+    message: 'the worker that builds grammars for structured output exited',
+    http: 500,
+    wire: 'internal_error',
+  },
+});
+
+type Code = keyof typeof INFERENCE_ERRORS;
 
 /**
  * A start-up failure that is not a configuration error (manifest mismatch, bad signature, model
  * load failure): one line, exit 1.
  */
-export class StartupError extends VigilError {}
+export class StartupError extends VigilError {
+  constructor(
+    code: Extract<
+      Code,
+      | 'VIGIL_ERR_INFERENCE_MANIFEST'
+      | 'VIGIL_ERR_INFERENCE_SIGNATURE'
+      | 'VIGIL_ERR_INFERENCE_LOAD'
+      | 'VIGIL_ERR_INFERENCE_STOPPED'
+    >,
+    message: string,
+  ) {
+    super(INFERENCE_ERRORS[code], message);
+  }
+}
 
 /** Why a manifest check failed: `mismatch` → "manifest verification failed", `signature` → "signature invalid". */
 export class ManifestError extends VigilError {
@@ -20,27 +76,31 @@ export class ManifestError extends VigilError {
     readonly kind: 'mismatch' | 'signature',
     message: string,
   ) {
-    super(kind === 'mismatch' ? 'EMANIFEST' : 'ESIGNATURE', message);
+    super(
+      INFERENCE_ERRORS[kind === 'mismatch' ? 'VIGIL_ERR_INFERENCE_MANIFEST' : 'VIGIL_ERR_INFERENCE_SIGNATURE'],
+      message,
+    );
   }
 }
 
 /** A model file that is not a usable GGUF file (checked before llama.cpp sees it). */
 export class GgufError extends VigilError {
   constructor(message: string) {
-    super('EGGUF', message);
+    super(INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_GGUF, message);
   }
 }
 
 /** node-llama-cpp could not load the model or start. */
 export class ModelLoadError extends VigilError {
   constructor(message: string) {
-    super('ELOAD', message);
+    super(INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_LOAD, message);
   }
 }
 
 /**
- * An error answered with an HTTP status and an OpenAI-shaped body. `code` is OpenAI's `code` when
- * it has one, else its `type`; `openaiCode` is what the body says (null for many errors, as OpenAI).
+ * An error answered with an HTTP status and an OpenAI-shaped body (VIGIL_ERR_INFERENCE_REQUEST).
+ * `openaiCode` is what the body says (null for many errors, as OpenAI); `wireCode` is it, else
+ * the `type`: what the access log says.
  */
 export class ApiError extends VigilError {
   readonly openaiCode: string | null;
@@ -52,8 +112,12 @@ export class ApiError extends VigilError {
     code: string | null = null,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
-    super(code ?? type, message);
+    super(INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_REQUEST, message);
     this.openaiCode = code;
+  }
+
+  get wireCode(): string {
+    return this.openaiCode ?? this.type;
   }
 
   toJSON(): OpenAIError {
@@ -72,7 +136,7 @@ export class QueueFullError extends VigilError {
     readonly retryAfterS: number,
   ) {
     super(
-      'rate_limit_exceeded',
+      INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_BUSY,
       `The server is busy: all sequences are generating and ${waiting} requests are waiting. Retry later.`,
     );
   }
@@ -85,11 +149,17 @@ export class ContextLengthError extends VigilError {
     readonly contextSize: number,
   ) {
     super(
-      'context_length_exceeded',
+      INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_CONTEXT_LENGTH,
       `This model's context is ${contextSize} tokens per request, but the messages take ${promptTokens} tokens. Shorten the messages.`,
     );
   }
 }
+
+const END_CODES = {
+  timeout: 'VIGIL_ERR_INFERENCE_TIMEOUT',
+  shutdown: 'VIGIL_ERR_INFERENCE_SHUTTING_DOWN',
+  client: 'VIGIL_ERR_INFERENCE_CLIENT_CLOSED',
+} as const satisfies Record<string, Code>;
 
 /** Why a completion ended early: each becomes a clear error, never an empty reply. */
 export class EndReason extends VigilError {
@@ -97,6 +167,13 @@ export class EndReason extends VigilError {
     readonly kind: 'timeout' | 'shutdown' | 'client',
     message: string,
   ) {
-    super(kind === 'timeout' ? 'request_timeout' : kind === 'shutdown' ? 'shutting_down' : 'client_closed', message);
+    super(INFERENCE_ERRORS[END_CODES[kind]], message);
+  }
+}
+
+/** The grammar worker exited while it built a grammar (HTTP 500); the next job gets a new worker. */
+export class GrammarWorkerError extends VigilError {
+  constructor() {
+    super(INFERENCE_ERRORS.VIGIL_ERR_INFERENCE_GRAMMAR_WORKER, 'the grammar worker exited');
   }
 }

@@ -6,7 +6,7 @@
  * Jobs wait in a bounded queue (429 beyond); `close()` ends the worker and fails what waits.
  */
 import { Worker } from 'node:worker_threads';
-import { ApiError, QueueFullError } from './errors.js';
+import { ApiError, EndReason, GrammarWorkerError, QueueFullError } from './errors.js';
 import { schemaTooComplex } from './limits.js';
 import type { Logger } from './logger.js';
 
@@ -61,7 +61,7 @@ export class GrammarBuilder {
    * ApiError 400 naming `param` (too complex, or refused by node-llama-cpp), or 429 when full.
    */
   build(job: GrammarJob, param: string): Promise<string> {
-    if (this.closed) return Promise.reject(new Error('the grammar worker is closed'));
+    if (this.closed) return Promise.reject(new EndReason('shutdown', 'the server is stopping'));
     if (this.waiting.length >= this.budget.maxWaiting) {
       return Promise.reject(new QueueFullError(this.waiting.length, 1));
     }
@@ -74,7 +74,7 @@ export class GrammarBuilder {
   /** Ends the worker; what runs or waits is rejected. Safe to call twice. */
   async close(): Promise<void> {
     this.closed = true;
-    const reason = new Error('the server is stopping');
+    const reason = new EndReason('shutdown', 'the server is stopping');
     for (const p of this.waiting.splice(0)) p.reject(reason);
     this.finish(null, reason);
     const w = this.worker;
@@ -130,7 +130,7 @@ export class GrammarBuilder {
       if (w !== this.worker) return;
       // An exit nobody asked for: the running job fails, the next one gets a new worker.
       this.worker = null;
-      this.finish(null, new Error('the grammar worker exited'));
+      this.finish(null, new GrammarWorkerError());
       this.next();
     });
     return w;

@@ -17,7 +17,7 @@ import {
   parseManifest,
 } from '@vigil/shared-types';
 import { PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
-import { ManifestError } from './errors.js';
+import { ConfigError, ManifestError } from './errors.js';
 
 export type { Manifest, ManifestEntry } from '@vigil/shared-types';
 
@@ -44,7 +44,7 @@ export async function createManifest(models: readonly string[], signKeyFile?: st
   if (!signKeyFile) return { files };
   const key = createPrivateKey(await readFile(signKeyFile));
   if (key.asymmetricKeyType !== 'ed25519') {
-    throw new Error(`${signKeyFile} is a ${key.asymmetricKeyType} key: an ed25519 private key is needed`);
+    throw new ConfigError(`${signKeyFile} is a ${key.asymmetricKeyType} key: an ed25519 private key is needed`);
   }
   return { files, signature: sign(null, signedBytes(files), key).toString('base64') };
 }

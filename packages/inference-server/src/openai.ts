@@ -8,7 +8,15 @@ import type { ChatCompletion, ChatUsage, FinishReason, ModelList, ToolCall } fro
 
 export type { FinishReason };
 
-import { ApiError, ContextLengthError, EndReason, invalid, QueueFullError } from './errors.js';
+import {
+  ApiError,
+  ContextLengthError,
+  EndReason,
+  INFERENCE_ERRORS,
+  invalid,
+  QueueFullError,
+  type VigilError,
+} from './errors.js';
 
 export { invalid } from './errors.js';
 export { type CompletionRequest, parseCompletionRequest } from './request.js';
@@ -190,20 +198,22 @@ export const invalidApiKey = (given: boolean): ApiError =>
 export const unknownUrl = (method: string | undefined, path: string): ApiError =>
   new ApiError(404, `Unknown request URL: ${method} ${path}.`, 'invalid_request_error', null, 'unknown_url');
 
+/** The OpenAI-shaped error of a catalogued error: its HTTP status and OpenAI code from the catalogue. */
+function answer(err: VigilError, type: string, param: string | null = null, headers: Record<string, string> = {}) {
+  const spec = INFERENCE_ERRORS[err.code as keyof typeof INFERENCE_ERRORS];
+  return new ApiError(spec?.http ?? 500, err.message, type, param, spec?.wire ?? null, headers);
+}
+
 /** The OpenAI-shaped error for anything a completion can end with. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof QueueFullError) {
-    return new ApiError(429, err.message, 'rate_limit_exceeded', null, 'rate_limit_exceeded', {
-      'retry-after': String(err.retryAfterS),
-    });
+    return answer(err, 'rate_limit_exceeded', null, { 'retry-after': String(err.retryAfterS) });
   }
-  if (err instanceof ContextLengthError) return invalid(err.message, 'messages', 'context_length_exceeded');
+  if (err instanceof ContextLengthError) return answer(err, 'invalid_request_error', 'messages');
   if (err instanceof EndReason) {
-    if (err.kind === 'timeout') return new ApiError(504, err.message, 'timeout', null, 'request_timeout');
-    if (err.kind === 'shutdown') {
-      return new ApiError(503, err.message, 'server_error', null, 'shutting_down', { 'retry-after': '5' });
-    }
+    if (err.kind === 'timeout') return answer(err, 'timeout');
+    if (err.kind === 'shutdown') return answer(err, 'server_error', null, { 'retry-after': '5' });
     return clientClosed(err.message);
   }
   return new ApiError(

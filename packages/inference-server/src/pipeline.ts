@@ -317,7 +317,7 @@ export async function serveGeneration<R extends CompletionRequest>(
   } catch (err) {
     const e = protocol.error(err);
     sendProtocolError(res, protocol, e);
-    ctx.access(req, listener, startedNs, e.status, { error: e.code });
+    ctx.access(req, listener, startedNs, e.status, { error: e.wireCode });
     return;
   }
   const eng = ctx.engine()!;
@@ -383,7 +383,7 @@ export async function serveGeneration<R extends CompletionRequest>(
     ctx.access(req, listener, startedNs, 200, completedFields(body, choices, counts), PRIMARY_SUCCESS_MARKER);
   } catch (err) {
     const e = protocol.error(err);
-    if (e.status >= 500 && e.code !== 'shutting_down') {
+    if (e.status >= 500 && e.wireCode !== 'shutting_down') {
       ctx.logger.warn('completion failed', { path: req.url, status: e.status, error: e.message });
     }
     if (streaming) {
@@ -401,7 +401,7 @@ export async function serveGeneration<R extends CompletionRequest>(
       {
         model: body.model,
         stream: body.stream,
-        error: e.code,
+        error: e.wireCode,
         // The prompt's size tells an operator why it did not fit.
         ...(err instanceof ContextLengthError ? { prompt_tokens: err.promptTokens } : {}),
         completion_tokens: counts.completion,

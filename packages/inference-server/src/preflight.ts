@@ -38,9 +38,9 @@ export async function checkManifest(config: ServerConfig, logger: Logger): Promi
     });
   } catch (err) {
     if (err instanceof ManifestError && err.kind === 'signature') {
-      throw new StartupError('ESIGNATURE', `signature invalid: ${err.message}`);
+      throw new StartupError('VIGIL_ERR_INFERENCE_SIGNATURE', `signature invalid: ${err.message}`);
     }
-    throw new StartupError('EMANIFEST', `manifest verification failed: ${(err as Error).message}`);
+    throw new StartupError('VIGIL_ERR_INFERENCE_MANIFEST', `manifest verification failed: ${(err as Error).message}`);
   }
 }
 
@@ -53,7 +53,10 @@ export async function checkModelFile(model: string): Promise<void> {
     checkModelSummary(await readGgufSummary(model));
   } catch (err) {
     const reason = err instanceof GgufError ? err.message : `cannot read it: ${(err as Error).message}`;
-    throw new StartupError('ELOAD', `model load failed: ${model} is not a usable GGUF model: ${reason}`);
+    throw new StartupError(
+      'VIGIL_ERR_INFERENCE_LOAD',
+      `model load failed: ${model} is not a usable GGUF model: ${reason}`,
+    );
   }
 }
 

@@ -154,7 +154,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     async (e) => {
       if (state !== 'loading') {
         await e.dispose();
-        throw new StartupError('ESTOPPED', 'stopped while the model was loading');
+        throw new StartupError('VIGIL_ERR_INFERENCE_STOPPED', 'stopped while the model was loading');
       }
       engine = e;
       state = 'ready';
@@ -175,7 +175,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     },
     (err: Error) => {
       if (state === 'loading') state = 'failed';
-      throw new StartupError('ELOAD', err.message);
+      throw new StartupError('VIGIL_ERR_INFERENCE_LOAD', err.message);
     },
   );
   ready.catch(() => {});

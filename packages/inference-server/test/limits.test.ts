@@ -31,14 +31,18 @@ describe('input limits', () => {
     expect(Date.now() - t).toBeLessThan(5000);
     // A reference used once per alternative counts once per use.
     const e = refusal(() => toGrammarSchema(chain(9), 'response_format.json_schema.schema'));
-    expect(e).toMatchObject({ status: 400, code: 'schema_too_complex', param: 'response_format.json_schema.schema' });
+    expect(e).toMatchObject({
+      status: 400,
+      openaiCode: 'schema_too_complex',
+      param: 'response_format.json_schema.schema',
+    });
     expect(e.message).toContain('1000 anyOf/oneOf alternatives');
   });
 
   it('refuses depth, enum values and bytes beyond the limits, without recursion', () => {
     let deep: unknown = { type: 'string' };
     for (let i = 0; i < 100_000; i++) deep = { type: 'array', items: deep };
-    expect(refusal(() => toGrammarSchema(deep, 'p'))).toMatchObject({ status: 400, code: 'schema_too_complex' });
+    expect(refusal(() => toGrammarSchema(deep, 'p'))).toMatchObject({ status: 400, openaiCode: 'schema_too_complex' });
     expect(refusal(() => checkSchemaShape(deep, 'p'))).toMatchObject({ message: expect.stringContaining('64 levels') });
     const enums = {
       type: 'object',
@@ -56,7 +60,7 @@ describe('input limits', () => {
     expect(() => checkStop(['x'.repeat(1024), 'y'.repeat(1024)])).not.toThrow();
     expect(refusal(() => checkStop(['x'.repeat(1025)]))).toMatchObject({
       param: 'stop',
-      code: 'string_above_max_length',
+      openaiCode: 'string_above_max_length',
     });
     // 342 three-byte characters: 1,026 bytes.
     expect(refusal(() => checkStop(['€'.repeat(342)])).message).toContain('1026 bytes');
@@ -70,7 +74,7 @@ describe('input limits', () => {
     expect(() => checkTools(Array.from({ length: 128 }, (_, i) => tool(i)))).not.toThrow();
     expect(refusal(() => checkTools(Array.from({ length: 129 }, (_, i) => tool(i))))).toMatchObject({
       param: 'tools',
-      code: 'array_above_max_length',
+      openaiCode: 'array_above_max_length',
     });
     expect(refusal(() => checkTools([tool(0, 'x'.repeat(300_000))])).message).toContain('bytes of JSON');
   });

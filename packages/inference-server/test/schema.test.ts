@@ -81,7 +81,11 @@ describe('JSON schemas for grammars', () => {
       ...base,
       response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
     });
-    expect(e).toMatchObject({ status: 400, param: 'response_format.json_schema.schema', code: 'unsupported_value' });
+    expect(e).toMatchObject({
+      status: 400,
+      param: 'response_format.json_schema.schema',
+      openaiCode: 'unsupported_value',
+    });
     expect(e.message).toContain(what);
   });
 
@@ -89,7 +93,7 @@ describe('JSON schemas for grammars', () => {
     const tool = { type: 'function', function: { name: 'f', parameters: { type: 'object', not: {} } } };
     expect(badParam({ ...base, tools: [weather, tool] })).toMatchObject({
       param: 'tools[1].function.parameters',
-      code: 'unsupported_value',
+      openaiCode: 'unsupported_value',
     });
   });
 
@@ -166,7 +170,7 @@ describe('tools, tool messages, n and response_format in requests', () => {
     });
     expect(badParam({ ...base, messages: [{ role: 'tool', content: 'r' }] })).toMatchObject({
       param: 'messages[0].tool_call_id',
-      code: 'missing_required_parameter',
+      openaiCode: 'missing_required_parameter',
     });
   });
 
@@ -189,7 +193,7 @@ describe('tools, tool messages, n and response_format in requests', () => {
   it('takes n up to --max-n, and response_format json_object and json_schema', () => {
     expect(parseCompletionRequest({ ...base, n: 3 }, { maxN: 3 }).n).toBe(3);
     const e = badParam({ ...base, n: 4 }, 3);
-    expect(e).toMatchObject({ param: 'n', code: 'invalid_value' });
+    expect(e).toMatchObject({ param: 'n', openaiCode: 'invalid_value' });
     expect(e.message).toContain('--max-n');
     expect(parseCompletionRequest({ ...base, response_format: { type: 'json_object' } }).responseFormat).toEqual({
       type: 'json_object',
@@ -201,11 +205,11 @@ describe('tools, tool messages, n and response_format in requests', () => {
     ).toEqual({ type: 'json_schema', name: 'a', schema });
     expect(badParam({ ...base, response_format: { type: 'json_schema', json_schema: { name: 'a' } } })).toMatchObject({
       param: 'response_format.json_schema.schema',
-      code: 'missing_required_parameter',
+      openaiCode: 'missing_required_parameter',
     });
     expect(badParam({ ...base, tools: [weather], response_format: { type: 'json_object' } })).toMatchObject({
       param: 'response_format',
-      code: 'unsupported_value',
+      openaiCode: 'unsupported_value',
     });
   });
 });

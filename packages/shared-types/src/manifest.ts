@@ -6,6 +6,7 @@
  * signature (ed25519) covers `canonicalManifestFiles(files)`. The guardian also accepts
  * `sha256sum` lines (`<64 hex>  path`).
  */
+import { VIGIL_ERRORS, VigilError } from './errors.js';
 
 export interface ManifestEntry {
   readonly path: string;
@@ -19,13 +20,12 @@ export interface Manifest {
 }
 
 /** Why a manifest cannot be used: `format` (not a manifest) or `signature` (a bad signature field). */
-export class ManifestFormatError extends Error {
+export class ManifestFormatError extends VigilError {
   constructor(
     readonly kind: 'format' | 'signature',
     message: string,
   ) {
-    super(message);
-    this.name = 'ManifestFormatError';
+    super(VIGIL_ERRORS.VIGIL_ERR_MANIFEST_FORMAT, message);
   }
 }
 

@@ -2,6 +2,7 @@
  * Addresses and ports of the vigil stack, and the pure functions that read and print them.
  * Every listener is a flag; these are the defaults (DESIGN.md section 1, spec section 8).
  */
+import { VIGIL_ERRORS, VigilError } from './errors.js';
 
 export interface HostPort {
   readonly host: string;
@@ -47,11 +48,10 @@ export const INFERENCE_PATHS = {
   health: '/health',
 } as const;
 
-export class AddressError extends Error {
-  readonly code = 'EADDRSPEC';
+/** An address or port that cannot be read (bad usage, exit 78). */
+export class AddressError extends VigilError {
   constructor(message: string) {
-    super(message);
-    this.name = 'AddressError';
+    super(VIGIL_ERRORS.VIGIL_ERR_ADDRESS, message);
   }
 }
 

@@ -6,6 +6,7 @@
  * `Origin` at all is not a browser's cross-origin request (curl, an SDK, a consumer) and passes.
  * Pure: the listeners apply the verdict.
  */
+import { ConfigError } from './errors.js';
 
 /** `scheme://host[:port]` in its canonical form, or null for anything that is not an http(s) origin. */
 export function canonicalOrigin(text: string): string | null {
@@ -47,7 +48,7 @@ export function parseAllowedOrigins(values: readonly string[]): Set<string> {
   for (const v of values) {
     const origin = canonicalOrigin(v);
     if (origin === null)
-      throw new Error(`invalid origin "${v}": expected scheme://host[:port], e.g. http://localhost:3000`);
+      throw new ConfigError(`invalid origin "${v}": expected scheme://host[:port], e.g. http://localhost:3000`);
     out.add(origin);
   }
   return out;

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
-import { ConfigError, ExitCode, strictObject, VigilError, z } from '../src/index.js';
+import { ConfigError, defineErrors, ExitCode, strictObject, VigilError, z } from '../src/index.js';
 import {
   acquireLock,
   cliExitCode,
@@ -165,7 +165,8 @@ describe('listen', () => {
     const err = await listen(createServer(), bound, 'HTTP').catch((e) => e);
     expect(err).toBeInstanceOf(ListenError);
     expect(err.message).toBe(`cannot listen for HTTP on 127.0.0.1:${bound.port}: address already in use`);
-    expect(err.code).toBe('EADDRINUSE');
+    expect(err.code).toBe('VIGIL_ERR_LISTEN');
+    expect(err.cause.code).toBe('EADDRINUSE');
     expect(err.exitCode).toBe(ExitCode.FAILURE);
     await closeServer(a);
   });
@@ -174,7 +175,8 @@ describe('listen', () => {
 describe('errors and configuration files', () => {
   it('exit codes: the error’s own, 78 for configuration and usage, 0 for --help', () => {
     expect(cliExitCode(new ConfigError('x'))).toBe(78);
-    expect(cliExitCode(new VigilError('E', 'x', { exitCode: 2 }))).toBe(2);
+    const manual = defineErrors({ VIGIL_ERR_TEST_MANUAL: { message: 'a person must look', exitCode: 2 } });
+    expect(cliExitCode(new VigilError(manual.VIGIL_ERR_TEST_MANUAL, 'x'))).toBe(2);
     expect(cliExitCode(new Error('x'))).toBe(1);
     expect(cliExitCode(Object.assign(new Error('help'), { code: 'commander.helpDisplayed', exitCode: 0 }))).toBe(0);
     expect(cliExitCode(Object.assign(new Error('bad'), { code: 'commander.unknownOption', exitCode: 1 }))).toBe(78);

@@ -49,14 +49,14 @@ describe('Wire: the one HTTP client', () => {
     const t0 = performance.now();
     const err = await failure(new Wire({ address }, { timeoutMs: 300 }).request({ path: '/' }));
     expect(err).toBeInstanceOf(WireError);
-    expect(err).toMatchObject({ kind: 'timeout', code: 'VIGIL_WIRE_TIMEOUT', message: 'no answer within 300 ms' });
+    expect(err).toMatchObject({ kind: 'timeout', code: 'VIGIL_ERR_WIRE_TIMEOUT', message: 'no answer within 300 ms' });
     expect(performance.now() - t0).toBeGreaterThanOrEqual(280);
   });
 
   it('refuses an answer over the size limit, or keeps its start when told to truncate', async () => {
     const address = await serve((_q, res) => res.end('x'.repeat(100_000)));
     const err = await failure(new Wire({ address }, { maxBytes: 1000 }).request({ path: '/' }));
-    expect(err).toMatchObject({ kind: 'too_large', code: 'VIGIL_WIRE_TOO_LARGE' });
+    expect(err).toMatchObject({ kind: 'too_large', code: 'VIGIL_ERR_WIRE_TOO_LARGE' });
     const cut = await new Wire({ address }, { maxBytes: 1000, overflow: 'truncate' }).request({ path: '/' });
     expect(cut).toMatchObject({ status: 200, truncated: true });
     expect(cut.text).toHaveLength(1000);
@@ -71,7 +71,7 @@ describe('Wire: the one HTTP client', () => {
     server!.close();
     server = null;
     const refused = await failure(new Wire({ address: { host: '127.0.0.1', port } }).request({ path: '/' }));
-    expect(refused).toMatchObject({ kind: 'refused', code: 'VIGIL_WIRE_REFUSED' });
+    expect(refused).toMatchObject({ kind: 'refused', code: 'VIGIL_ERR_WIRE_REFUSED' });
     expect(refused.message).toContain('ECONNREFUSED');
     const hanging = await serve(() => {});
     const ac = new AbortController();
@@ -129,7 +129,7 @@ describe('daemonClient', () => {
     expect(await client.rpc('version')).toEqual({ method: 'version' });
     const err = await failure(client.rpc('send', { fail: true }));
     expect(err).toBeInstanceOf(JsonRpcCallError);
-    expect(err).toMatchObject({ rpcCode: -32602, data: { param: 'fail' }, code: 'VIGIL_WIRE_RPC_ERROR' });
+    expect(err).toMatchObject({ rpcCode: -32602, data: { param: 'fail' }, code: 'VIGIL_ERR_WIRE_RPC_ERROR' });
     expect(err.message).toBe('send: error -32602: bad param');
   });
 

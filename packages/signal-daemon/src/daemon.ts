@@ -8,7 +8,6 @@ import {
   type Logger,
   RpcErrorCode,
   SEND_SUCCEEDED_LOG,
-  VigilError,
 } from '@vigil/shared-types';
 import { closeServer, createServiceLogger, listen } from '@vigil/shared-types/node';
 import winston from 'winston';
@@ -16,7 +15,7 @@ import { type AttachmentPolicy, checkAttachmentPath, resolveAllowedDirs } from '
 import type { Backend } from './backend.js';
 import { type DaemonConfig, type DaemonOptions, dataHome, resolveConfig } from './config.js';
 import { BUILTIN_CONSUMERS, consumerNameError, POLL_CONSUMER, RELAY_CONSUMER, SSE_CONSUMER } from './consumers.js';
-import { ConfigError, RpcFailure, userError } from './errors.js';
+import { ConfigError, RpcFailure, StoreError, userError } from './errors.js';
 import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
@@ -113,7 +112,7 @@ export async function start(
       config.backend === 'local' ? `the local network ${config.localnet}` : `the inbox in ${config.dataDir}`;
     const message = `cannot open ${where}: ${(err as Error).message}`;
     // A lock held too long or a failing disk is a fault to retry (exit 1), not bad configuration.
-    if (isBusy(err) || isIoFault(err)) throw new VigilError('ESTORE', message);
+    if (isBusy(err) || isIoFault(err)) throw new StoreError(message);
     throw new ConfigError(message);
   }
   const box = inbox!;

@@ -13,6 +13,7 @@ import {
 import {
   createServiceLogger,
   envOption,
+  FlagValueError,
   flagParser,
   intFlag,
   runCli,
@@ -41,7 +42,7 @@ function envSwitch(name: string): boolean {
 /** `--source-address`: an IP address, or `none`. */
 function sourceAddress(text: string): string {
   if (text === 'none' || isIP(text) !== 0) return text;
-  throw new Error(`expected an IP address or none, got ${JSON.stringify(text)}`);
+  throw new FlagValueError(`expected an IP address or none, got ${JSON.stringify(text)}`);
 }
 
 /**

@@ -1,12 +1,41 @@
 /**
- * The relay's errors, derived from the one base class (`VigilError`: a stable `code`, a message,
- * an optional hint, the exit code a binary ends with).
+ * The relay's error catalogue and errors, derived from the one base class (`VigilError`: a stable
+ * `code`, a message, an optional hint, the exit code a binary ends with). What the filter refuses
+ * is answered to the guest as a JSON-RPC error with the code the daemon would give (`rpc`).
  */
-import { ExitCode, formatHostPort, type HostPort, VigilError } from '@vigil/shared-types';
+import {
+  defineErrors,
+  ExitCode,
+  formatHostPort,
+  type HostPort,
+  RpcErrorCode,
+  VIGIL_ERRORS,
+  VigilError,
+} from '@vigil/shared-types';
+
+export const RELAY_ERRORS = defineErrors({
+  VIGIL_ERR_RELAY_CIDR: { message: 'a CIDR that cannot be read (a bad --allow)', exitCode: ExitCode.CONFIG },
+  VIGIL_ERR_RELAY_REFUSED_METHOD: {
+    message: 'a method the relay does not let a guest call (it could take over the account)',
+    rpc: RpcErrorCode.METHOD_NOT_FOUND,
+  },
+  VIGIL_ERR_RELAY_FILE_PATH: {
+    message: 'a parameter naming a file on the host rather than a data: URI',
+    rpc: RpcErrorCode.INVALID_PARAMS,
+  },
+  VIGIL_ERR_RELAY_UNREADABLE: {
+    message: 'a line that could hold a refused method but cannot be read as JSON',
+    rpc: RpcErrorCode.PARSE_ERROR,
+  },
+  VIGIL_ERR_RELAY_BATCH_REFUSED: {
+    message: 'a batch refused as a whole because it holds a refused request',
+    rpc: RpcErrorCode.INVALID_REQUEST,
+  },
+});
 
 /**
  * A bind failure that waiting cannot fix (port in use, permission): the CLI exits 1 with it.
- * Its code is the system's (`EADDRINUSE`, `EACCES`, …).
+ * VIGIL_ERR_LISTEN, as every listener's; the system's code is `cause.code`.
  */
 export class BindError extends VigilError {
   constructor(addr: HostPort, cause: NodeJS.ErrnoException) {
@@ -16,13 +45,13 @@ export class BindError extends VigilError {
         : cause.code === 'EACCES'
           ? 'permission denied'
           : (cause.message ?? String(cause));
-    super(cause.code ?? 'EBIND', `cannot listen on ${formatHostPort(addr)}: ${reason}`, { cause });
+    super(VIGIL_ERRORS.VIGIL_ERR_LISTEN, `cannot listen on ${formatHostPort(addr)}: ${reason}`, { cause });
   }
 }
 
 /** A CIDR that cannot be read (a bad --allow): bad usage, exit 78. */
 export class CidrError extends VigilError {
   constructor(message: string) {
-    super('ECIDR', message, { exitCode: ExitCode.CONFIG });
+    super(RELAY_ERRORS.VIGIL_ERR_RELAY_CIDR, message);
   }
 }

@@ -83,7 +83,7 @@ export async function serveEmbeddings(
     const e =
       err instanceof ContextLengthError ? invalid(err.message, 'input', 'context_length_exceeded') : toApiError(err);
     if (e.status !== 499) sendProtocolError(res, { errorBody: (x) => x.toJSON() }, e);
-    ctx.access(req, listener, startedNs, e.status, { error: e.code });
+    ctx.access(req, listener, startedNs, e.status, { error: e.wireCode });
   } finally {
     if (held !== null) ctx.scheduler.release(held);
     end.done();

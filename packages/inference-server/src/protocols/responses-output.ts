@@ -275,9 +275,9 @@ function responsesOutput(body: ResponsesRequest, write: (text: string) => void, 
       return undefined;
     },
     fail: (e) => {
-      send('error', { code: e.openaiCode ?? e.type, message: e.message, param: e.param });
+      send('error', { code: e.wireCode, message: e.message, param: e.param });
       send('response.failed', {
-        response: response('failed', null, [], { code: e.openaiCode ?? e.type, message: e.message }),
+        response: response('failed', null, [], { code: e.wireCode, message: e.message }),
       });
     },
   };

@@ -85,6 +85,6 @@ async function countTokens(
   } catch (err) {
     const e = anthropicError(err);
     sendProtocolError(res, { errorBody: anthropicErrorBody }, e);
-    ctx.access(req, listener, startedNs, e.status, { error: e.code });
+    ctx.access(req, listener, startedNs, e.status, { error: e.wireCode });
   }
 }

@@ -5,7 +5,7 @@
  * error rejects with a `JsonRpcCallError` carrying the error's code, message and data; a call that
  * got no usable answer rejects with a `WireError`.
  */
-import { VigilError } from '../errors.js';
+import { VIGIL_ERRORS, VigilError } from '../errors.js';
 import type { JsonRpcErrorObject } from '../jsonrpc.js';
 import type { DaemonStatus } from '../messaging.js';
 import { DAEMON_PATHS, type HostPort } from '../net.js';
@@ -28,7 +28,7 @@ export class JsonRpcCallError extends VigilError {
   readonly data: unknown;
 
   constructor(method: string, error: JsonRpcErrorObject) {
-    super('VIGIL_WIRE_RPC_ERROR', `${method}: error ${error.code}: ${error.message}`);
+    super(VIGIL_ERRORS.VIGIL_ERR_WIRE_RPC_ERROR, `${method}: error ${error.code}: ${error.message}`);
     this.method = method;
     this.rpcCode = error.code;
     this.rpcMessage = error.message;

@@ -4,14 +4,18 @@
  * commander's own InvalidArgumentError, so commander reports it as it reports its own
  * ("error: option '--port <n>' argument '0' is invalid. expected …") and `runCli` exits 78.
  */
-import { VigilError } from '../errors.js';
+import { VIGIL_ERRORS, VigilError } from '../errors.js';
 import { splitList } from '../net.js';
-import { ExitCode, envVarFor } from '../process.js';
+import { envVarFor } from '../process.js';
 
-/** A flag value that cannot be used: bad usage (78). */
+/**
+ * A flag value that cannot be used: bad usage (78). Catalogued as VIGIL_ERR_FLAG_VALUE; its `code` is
+ * the catalogue's `wire` code, commander's own, so that commander reports it as its own.
+ */
 export class FlagValueError extends VigilError {
+  override readonly code = VIGIL_ERRORS.VIGIL_ERR_FLAG_VALUE.wire;
   constructor(message: string) {
-    super('commander.invalidArgument', message, { exitCode: ExitCode.CONFIG });
+    super(VIGIL_ERRORS.VIGIL_ERR_FLAG_VALUE, message);
   }
 }
 

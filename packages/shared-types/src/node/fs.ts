@@ -21,6 +21,7 @@ import {
 } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
+import { VIGIL_ERRORS, VigilError } from '../errors.js';
 
 /** The mode of a private file (state, messages, keys, logs). */
 export const PRIVATE_FILE = 0o600;
@@ -80,14 +81,15 @@ function removeQuietly(path: string): void {
 }
 
 /** A file's directory is a symbolic link that someone other than root made: nothing is written through it. */
-export class SymlinkedDirError extends Error {
-  readonly code = 'ESYMLINKDIR';
+export class SymlinkedDirError extends VigilError {
   constructor(
     readonly path: string,
     readonly dir: string,
   ) {
-    super(`refusing to write ${path}: its directory ${dir} is a symbolic link (give the real directory)`);
-    this.name = 'SymlinkedDirError';
+    super(
+      VIGIL_ERRORS.VIGIL_ERR_SYMLINK_DIR,
+      `refusing to write ${path}: its directory ${dir} is a symbolic link (give the real directory)`,
+    );
   }
 }
 

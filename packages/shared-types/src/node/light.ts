@@ -7,7 +7,7 @@
  * them, so `--help` and a quick `status` start fast.
  */
 
-export { ConfigError, VigilError } from '../errors.js';
+export { ConfigError, defineErrors, VIGIL_ERRORS, VigilError } from '../errors.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
 export { isProbeSuccess, probeRequest } from '../inference.js';
 export { lineTime } from '../log.js';

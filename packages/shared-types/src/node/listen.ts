@@ -1,9 +1,12 @@
 /** Listening with a clear error, and closing a listener. */
 import type { AddressInfo, Server } from 'node:net';
-import { VigilError } from '../errors.js';
+import { VIGIL_ERRORS, VigilError } from '../errors.js';
 import { formatHostPort, type HostPort } from '../net.js';
 
-/** A listen failure, in an operator's words: "cannot listen for HTTP on 127.0.0.1:8080: address already in use". */
+/**
+ * A listen failure, in an operator's words: "cannot listen for HTTP on 127.0.0.1:8080: address
+ * already in use". Its code is VIGIL_ERR_LISTEN; the system's (`EADDRINUSE`, …) is `cause.code`.
+ */
 export class ListenError extends VigilError {
   constructor(what: string, addr: HostPort, cause: NodeJS.ErrnoException) {
     const reason =
@@ -14,7 +17,7 @@ export class ListenError extends VigilError {
           : cause.code === 'EACCES'
             ? 'permission denied'
             : (cause.message ?? String(cause));
-    super(cause.code ?? 'ELISTEN', `cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`, { cause });
+    super(VIGIL_ERRORS.VIGIL_ERR_LISTEN, `cannot listen for ${what} on ${formatHostPort(addr)}: ${reason}`, { cause });
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { closeSync, linkSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { VigilError } from '../errors.js';
+import { VIGIL_ERRORS, VigilError } from '../errors.js';
 import { ensureDir, PRIVATE_DIR, PRIVATE_FILE } from './fs.js';
 import { pidAlive, sleep } from './proc.js';
 
@@ -14,9 +14,7 @@ export class LockBusyError extends VigilError {
     readonly path: string,
     readonly pid: number | null,
   ) {
-    super('EBUSY', `${path} is held by another process${pid ? ` (pid ${pid})` : ''}`, {
-      hint: 'wait for it to finish, or end it',
-    });
+    super(VIGIL_ERRORS.VIGIL_ERR_LOCK_BUSY, `${path} is held by another process${pid ? ` (pid ${pid})` : ''}`);
   }
 }
 

@@ -16,7 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { Agent, type IncomingHttpHeaders, type IncomingMessage, request as plainRequest } from 'node:http';
 import { Agent as TlsAgent, request as tlsRequest } from 'node:https';
-import { VigilError } from '../errors.js';
+import { type CataloguedError, VIGIL_ERRORS, VigilError } from '../errors.js';
 import { formatHostPort, type HostPort } from '../net.js';
 import { terminalSafe } from '../terminal.js';
 
@@ -32,17 +32,17 @@ export type WireFailure =
   | 'http'
   | 'bad_reply';
 
-/** The error codes of the wire, by kind (`VIGIL_WIRE_…`). */
-export const WIRE_ERROR_CODES: Readonly<Record<WireFailure, string>> = {
-  timeout: 'VIGIL_WIRE_TIMEOUT',
-  refused: 'VIGIL_WIRE_REFUSED',
-  reset: 'VIGIL_WIRE_RESET',
-  network: 'VIGIL_WIRE_NETWORK',
-  too_large: 'VIGIL_WIRE_TOO_LARGE',
-  aborted: 'VIGIL_WIRE_ABORTED',
-  tls_files: 'VIGIL_WIRE_TLS_FILES',
-  http: 'VIGIL_WIRE_HTTP_STATUS',
-  bad_reply: 'VIGIL_WIRE_BAD_REPLY',
+/** The catalogue entries of the wire, by kind (`VIGIL_ERR_WIRE_…`, in VIGIL_ERRORS). */
+export const WIRE_ERROR_CODES: Readonly<Record<WireFailure, CataloguedError>> = {
+  timeout: VIGIL_ERRORS.VIGIL_ERR_WIRE_TIMEOUT,
+  refused: VIGIL_ERRORS.VIGIL_ERR_WIRE_REFUSED,
+  reset: VIGIL_ERRORS.VIGIL_ERR_WIRE_RESET,
+  network: VIGIL_ERRORS.VIGIL_ERR_WIRE_NETWORK,
+  too_large: VIGIL_ERRORS.VIGIL_ERR_WIRE_TOO_LARGE,
+  aborted: VIGIL_ERRORS.VIGIL_ERR_WIRE_ABORTED,
+  tls_files: VIGIL_ERRORS.VIGIL_ERR_WIRE_TLS_FILES,
+  http: VIGIL_ERRORS.VIGIL_ERR_WIRE_HTTP_STATUS,
+  bad_reply: VIGIL_ERRORS.VIGIL_ERR_WIRE_BAD_REPLY,
 };
 
 /** A request that got no answer, or an answer its client cannot use (`http`, `bad_reply`). */

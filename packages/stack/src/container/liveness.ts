@@ -34,11 +34,11 @@ import {
   isProbeSuccess,
   readTextOrNull,
   removeFile,
-  VigilError,
   type WireError,
   writeFileAtomic,
 } from '@vigil/shared-types/light';
 import { Command } from 'commander';
+import { WriteError } from '../errors.js';
 
 export type ProbeKind = 'chat' | 'rpc';
 
@@ -166,12 +166,12 @@ export async function probe(o: ProbeOptions): Promise<ProbeResult> {
 
 /** Writes a restart request for the probe to carry out. Its directory must exist. */
 export function requestRestart(file: string): void {
-  if (!fileExists(dirname(file))) throw new VigilError('EWRITE', `cannot write ${file}: ENOENT`);
+  if (!fileExists(dirname(file))) throw new WriteError(`cannot write ${file}: ENOENT`);
   try {
     writeFileAtomic(file, `${JSON.stringify({ requested_at: Date.now() / 1000, by: 'guardian' })}\n`);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-    throw new VigilError('EWRITE', `cannot write ${file}: ${code}`, { cause: err });
+    throw new WriteError(`cannot write ${file}: ${code}`, err);
   }
 }
 
