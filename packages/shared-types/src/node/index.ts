@@ -8,6 +8,7 @@ export * from './config-file.js';
 export * from './flags.js';
 export * from './fs.js';
 export * from './http-client.js';
+export * from './lifecycle.js';
 export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
