@@ -209,8 +209,9 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
       const reason = new EndReason('shutdown', 'The server is shutting down; the completion was stopped.');
       for (const abort of [...inFlight]) abort(reason);
       scheduler.rejectAll(reason);
-      // Let the error replies and final stream events go out; then every connection is dropped.
-      await waitUntil(() => ctx.responses.open === 0, 300);
+      // Let the error replies and final stream events go out (within the 300 ms of the step); then
+      // every connection is dropped.
+      await waitUntil(() => ctx.responses.open === 0, 250);
     },
     stopped: () => ({ aborted: unfinished }),
   });

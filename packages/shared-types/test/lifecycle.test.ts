@@ -132,6 +132,24 @@ describe('ServiceLifecycle', () => {
     expect(lines.at(-1)!.msg).toBe('stopped');
   });
 
+  it('waits for a close that bounds itself (no limit), however long the step limit', async () => {
+    const { lines, logger } = recorder();
+    const life = new ServiceLifecycle({ logger, graceMs: 0, stepMs: 20 });
+    let done = false;
+    life.own(
+      'child process',
+      0,
+      async () => {
+        await new Promise((r) => setTimeout(r, 200));
+        done = true;
+      },
+      Number.POSITIVE_INFINITY,
+    );
+    await life.stop();
+    expect(done).toBe(true);
+    expect(lines.filter((l) => l.level === 'warn')).toEqual([]);
+  });
+
   it('a stop during loading never becomes serving', async () => {
     const life = new ServiceLifecycle({ logger: recorder().logger, graceMs: 0 });
     const stopping = life.stop();

@@ -213,10 +213,13 @@ export async function start(
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
   const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs });
+  // The backend's close bounds itself: signal-cli gets SIGTERM, SIGKILL after its stop timeout, and
+  // the daemon exits only once it is gone.
   const { backend, inbox } = await life.open(
     'backend',
     () => openBackend(config, logger, attachmentPolicy),
     (o) => o.backend.close(),
+    Number.POSITIVE_INFINITY,
   );
   const box = life.own('inbox', inbox, (b) => b.close());
   box.prune();

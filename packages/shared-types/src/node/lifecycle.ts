@@ -82,8 +82,15 @@ export async function waitUntil(cond: () => boolean, ms: number): Promise<void> 
   while (!cond() && Date.now() < deadline) await unrefSleep(Math.min(20, Math.max(1, deadline - Date.now())));
 }
 
-/** Runs `work` for at most `ms`: true when it ended in time, false when it was left behind. Rejects as it does. */
+/**
+ * Runs `work` for at most `ms` (Infinity: no limit, for work that bounds itself): true when it
+ * ended in time, false when it was left behind. Rejects as it does.
+ */
 export async function within(work: unknown, ms: number): Promise<boolean> {
+  if (!Number.isFinite(ms)) {
+    await work;
+    return true;
+  }
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<false>((resolve) => {
     timer = setTimeout(() => resolve(false), Math.max(0, ms));
@@ -124,7 +131,8 @@ export class ServiceLifecycle {
 
   /**
    * Registers something opened: it is closed at the stop (or when start-up fails) in reverse order
-   * of registration, within `limitMs` (default: the step limit). Returns it.
+   * of registration, within `limitMs` (default: the step limit; Infinity for a close that bounds
+   * itself). Returns it.
    */
   own<T>(name: string, value: T, close: (value: T) => unknown, limitMs?: number): T {
     this.#owned.push({ name, close: () => close(value), limitMs });
