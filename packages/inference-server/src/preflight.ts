@@ -1,8 +1,8 @@
 /**
  * What start-up checks and opens before anything is served: the manifest (nothing is served from
  * a model that fails it), the model file's GGUF header, the TLS files, the access log, then the
- * listeners. Every failure is one clear error: ConfigError (exit 78), StartupError or ListenError
- * (exit 1).
+ * servers (server.ts binds them through the shared lifecycle). Every failure is one clear error:
+ * ConfigError (exit 78) or StartupError (exit 1).
  */
 import { openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
