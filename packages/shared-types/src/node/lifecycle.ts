@@ -10,8 +10,9 @@
  * 4. `stop(graceMs)`, once (a second call returns the same promise): state `stopping`, one
  *    `stopping` line; the listeners stop accepting; the service drains the work under way within
  *    the grace; what is left is cut; the listeners' connections are closed; the resources close
- *    in reverse order of opening, each within a time limit (one that takes longer is left behind
- *    with a warning: the stop always ends); state `stopped`, one `stopped` line. The event loop is
+ *    in reverse order of opening, each within a time limit or its own bound (one that takes
+ *    longer is left behind with a warning: the stop always ends); state `stopped`, one `stopped`
+ *    line. The event loop is
  *    held while this runs, so that the process does not end half way. `stop` rejects (the binary
  *    exits 1) when a step failed; the other steps still ran.
  *
