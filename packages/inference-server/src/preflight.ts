@@ -1,8 +1,8 @@
 /**
  * What start-up checks and opens before anything is served: the manifest (nothing is served from
  * a model that fails it), the model file's GGUF header, the TLS files, the access log, then the
- * listeners. Every failure is one clear error: ConfigError (exit 78), StartupError or ListenError
- * (exit 1).
+ * servers (server.ts binds them through the shared lifecycle). Every failure is one clear error:
+ * ConfigError (exit 78) or StartupError (exit 1).
  */
 import { openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -10,8 +10,7 @@ import { createServer as createHttpServer, type RequestListener, type Server } f
 import { createServer as createHttpsServer } from 'node:https';
 import { dirname } from 'node:path';
 import type { Server as TlsServer } from 'node:tls';
-import type { HostPort } from '@vigil/shared-types';
-import { closeServer, ensureDir, listen, PRIVATE_DIR, PRIVATE_FILE } from '@vigil/shared-types/node';
+import { ensureDir, PRIVATE_DIR, PRIVATE_FILE } from '@vigil/shared-types/node';
 import { AccessLog } from './access-log.js';
 import type { ServerConfig } from './config.js';
 import { ConfigError, GgufError, ManifestError, StartupError } from './errors.js';
@@ -88,60 +87,43 @@ export function openAccessLog(config: ServerConfig): AccessLog | null {
   }
 }
 
-export interface Listeners {
-  /** The listening servers, to close on shutdown. */
-  readonly servers: readonly Server[];
-  /** Bound addresses (the real port when 0 was asked for); null for a listener that is off. */
-  readonly http: HostPort | null;
-  readonly mtls: HostPort | null;
+export interface ServiceServers {
+  /** The plain HTTP and mutual-TLS servers, not listening yet; null for a listener that is off. */
+  readonly http: Server | null;
+  readonly mtls: Server | null;
   /** The mTLS listener's refused handshakes (flushed on shutdown). */
   readonly refusals: RefusalLog;
 }
 
-/**
- * Binds the plain HTTP and mutual-TLS listeners, each with `handler(listener)`. On a failure the
- * listeners already bound are closed before the ListenError is thrown.
- */
-export async function openListeners(
+/** The plain HTTP and mutual-TLS servers the configuration asks for, each with `handler(listener)`. */
+export function createServers(
   config: ServerConfig,
   tls: TlsFiles | null,
   handler: (listener: 'http' | 'mtls') => RequestListener,
   logger: Logger,
-): Promise<Listeners> {
+): ServiceServers {
   const refusals = refusalLog(logger);
-  const httpServer = config.http ? createHttpServer({ noDelay: true }, handler('http')) : null;
-  let mtlsServer: Server | null = null;
+  const http = config.http ? createHttpServer({ noDelay: true }, handler('http')) : null;
+  let mtls: Server | null = null;
   if (config.mtls && tls) {
     try {
-      mtlsServer = createHttpsServer(
+      mtls = createHttpsServer(
         { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true, noDelay: true },
         handler('mtls'),
       );
     } catch (err) {
       throw new ConfigError(`the TLS files are not usable: ${(err as Error).message}`);
     }
-    watchRefusals(mtlsServer as unknown as TlsServer, refusals, logger);
+    watchRefusals(mtls as unknown as TlsServer, refusals, logger);
   }
-  const servers: Server[] = [];
-  let http: HostPort | null = null;
-  let mtls: HostPort | null = null;
-  try {
-    if (httpServer && config.http) {
-      http = await listen(httpServer, config.http, 'HTTP');
-      servers.push(httpServer);
-    }
-    if (mtlsServer && config.mtls) {
-      mtls = await listen(mtlsServer, config.mtls, 'mTLS');
-      servers.push(mtlsServer);
-    }
-  } catch (err) {
-    await Promise.all(servers.map(closeServer));
-    throw err;
-  }
-  for (const s of servers) {
-    // Slow-header and idle protections; the completion itself is bounded by requestTimeoutMs.
+  return { http, mtls, refusals };
+}
+
+/** Slow-header and idle protections; the completion itself is bounded by requestTimeoutMs. */
+export function protectListeners(servers: ServiceServers, config: ServerConfig): void {
+  for (const s of [servers.http, servers.mtls]) {
+    if (!s) continue;
     s.headersTimeout = 30_000;
     s.requestTimeout = Math.max(config.requestTimeoutMs + 5_000, 60_000);
   }
-  return { servers, http, mtls, refusals };
 }

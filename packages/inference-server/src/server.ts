@@ -9,8 +9,8 @@
  * stop accepting at once, in-flight work gets a bounded grace and is then aborted, requests that
  * arrive on open connections meanwhile get 503, and every step after the grace is time-bounded.
  */
-import { formatHostPort, type HostPort } from '@vigil/shared-types';
-import { closeServer } from '@vigil/shared-types/node';
+import type { HostPort } from '@vigil/shared-types';
+import { listenField, ServiceLifecycle, waitUntil } from '@vigil/shared-types/node';
 import { requestLog } from './access-log.js';
 import { lowerWorkerThreadPriority } from './adaptive-threads.js';
 import { DEFAULTS, resolveConfig, type ServerConfig, type ServerOptions } from './config.js';
@@ -19,7 +19,14 @@ import { Engine } from './engine.js';
 import { EndReason, StartupError } from './errors.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { checkManifest, checkModelFile, openAccessLog, openListeners, readTlsFiles } from './preflight.js';
+import {
+  checkManifest,
+  checkModelFile,
+  createServers,
+  openAccessLog,
+  protectListeners,
+  readTlsFiles,
+} from './preflight.js';
 import { ProgressTracker } from './progress.js';
 import { createHandler } from './routes.js';
 import { Scheduler } from './scheduler.js';
@@ -62,19 +69,51 @@ function watchStalls(progress: ProgressTracker, logger: Logger): NodeJS.Timeout 
   return t;
 }
 
-/** A sleep that does not hold the event loop. */
-const unrefSleep = (ms: number) =>
-  new Promise<void>((resolve) => {
-    setTimeout(resolve, ms).unref();
+/** Loads the model in the background; resolves with the engine (see Engine.load). */
+function loadEngine(config: ServerConfig, logger: Logger, progress: ProgressTracker, signal: AbortSignal) {
+  return Engine.load({
+    modelPath: config.model,
+    gpu: config.gpu,
+    threads: config.threads,
+    batchThreads: config.batchThreads,
+    parallel: config.parallel,
+    contextSize: config.contextSize,
+    maxDefaultContextSize: DEFAULTS.maxDefaultContextSize,
+    stateCache: { dir: config.stateCacheDir, maxBytes: config.stateCacheMib * 1024 * 1024 },
+    logger,
+    signal,
+    grammar: {
+      timeoutMs: config.grammarTimeoutMs,
+      memoryMb: config.grammarMemoryMb,
+      maxWaiting: config.maxQueue + config.parallel,
+      cacheBytes: config.grammarCacheBytes,
+    },
+    progress,
   });
-
-/** Waits until `cond()` holds, at most `ms` (unref'd timers). */
-async function waitUntil(cond: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond() && Date.now() < deadline) await unrefSleep(Math.min(20, Math.max(1, deadline - Date.now())));
 }
 
-/** Starts the server. Rejects with ConfigError (exit 78), StartupError or ListenError (exit 1). */
+/** The `model loaded` line. */
+function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: number): void {
+  const lowered = config.workerNice > 0 ? lowerWorkerThreadPriority(Math.min(19, config.workerNice)) : 0;
+  logger.info('model loaded', {
+    model: config.model,
+    load_ms: loadMs,
+    contextSize: e.info.contextSize,
+    trainContextSize: e.info.trainContextSize,
+    gpu: e.info.gpu,
+    threads: e.info.threads,
+    batchThreads: e.info.adaptiveThreads ? e.info.batchThreads : e.info.threads,
+    workerThreadsLowered: lowered,
+    parallel: config.parallel,
+    chatWrapper: e.info.chatWrapper,
+    stateCacheMib: e.states ? config.stateCacheMib : 0,
+  });
+}
+
+/**
+ * Starts the server (see shared-types lifecycle.ts for the order of opening and closing).
+ * Rejects with ConfigError (exit 78), StartupError or ListenError (exit 1).
+ */
 export async function start(options: ServerOptions & { stuckAfterMs?: number }): Promise<ServerHandle> {
   const logger: Logger = options.logger ?? createLogger({ level: 'info', service: 'inference-server' });
   const config = resolveConfig(options, logger);
@@ -83,10 +122,14 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
   await checkManifest(config, logger);
   await checkModelFile(config.model);
   const tls = await readTlsFiles(config);
-  const accessLog = openAccessLog(config);
+  // The waits of the stop after the drain are short: the CLI's last resort exits 1.8 s after the grace.
+  const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, stepMs: 300 });
+  const accessLog = life.own('access log', openAccessLog(config), (l) => l?.close(), 200);
 
-  let state: ServerState = 'loading';
   let engine: Engine | null = null;
+  let failed = false;
+  const state = (): ServerState =>
+    life.state === 'serving' ? 'ready' : failed && life.state === 'loading' ? 'failed' : life.state;
   const metrics = new Metrics();
   const progress = new ProgressTracker({ stallAfterMs: config.stallAfterMs, minPromptRate: config.minPromptRate });
   const log = requestLog(accessLog);
@@ -103,23 +146,25 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
     },
     metrics,
     progress,
-    state: () => state,
+    state,
     engine: () => engine,
   };
   const { scheduler, inFlight } = ctx;
 
-  let listeners: Awaited<ReturnType<typeof openListeners>>;
-  try {
-    listeners = await openListeners(config, tls, (listener) => createHandler(ctx, listener), logger);
-  } catch (err) {
-    await accessLog?.close();
-    throw err;
-  }
-  const { servers } = listeners;
-
-  logger.info('listening', {
-    http: listeners.http ? formatHostPort(listeners.http) : 'off',
-    mtls: listeners.mtls ? formatHostPort(listeners.mtls) : 'off',
+  const handler = (listener: 'http' | 'mtls') => createHandler(ctx, listener);
+  const servers = await life.open(
+    'listeners',
+    () => createServers(config, tls, handler, logger),
+    (s) => s.refusals.flush(),
+  );
+  const [http = null, mtls = null] = await life.listen([
+    servers.http && config.http ? { what: 'HTTP', server: servers.http, addr: config.http } : null,
+    servers.mtls && config.mtls ? { what: 'mTLS', server: servers.mtls, addr: config.mtls } : null,
+  ]);
+  protectListeners(servers, config);
+  life.listening({
+    http: listenField(http),
+    mtls: listenField(mtls),
     model: config.model,
     modelIds: config.modelIds,
     parallel: config.parallel,
@@ -132,111 +177,53 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
 
   const loadAbort = new AbortController();
   const loadStarted = Date.now();
-  const ready = Engine.load({
-    modelPath: config.model,
-    gpu: config.gpu,
-    threads: config.threads,
-    batchThreads: config.batchThreads,
-    parallel: config.parallel,
-    contextSize: config.contextSize,
-    maxDefaultContextSize: DEFAULTS.maxDefaultContextSize,
-    stateCache: { dir: config.stateCacheDir, maxBytes: config.stateCacheMib * 1024 * 1024 },
-    logger,
-    signal: loadAbort.signal,
-    grammar: {
-      timeoutMs: config.grammarTimeoutMs,
-      memoryMb: config.grammarMemoryMb,
-      maxWaiting: config.maxQueue + config.parallel,
-      cacheBytes: config.grammarCacheBytes,
-    },
-    progress,
-  }).then(
+  const ready = loadEngine(config, logger, progress, loadAbort.signal).then(
     async (e) => {
-      if (state !== 'loading') {
+      if (life.state !== 'loading') {
         await e.dispose();
         throw new StartupError('VIGIL_ERR_INFERENCE_STOPPED', 'stopped while the model was loading');
       }
-      engine = e;
-      state = 'ready';
-      const lowered = config.workerNice > 0 ? lowerWorkerThreadPriority(Math.min(19, config.workerNice)) : 0;
-      logger.info('model loaded', {
-        model: config.model,
-        load_ms: Date.now() - loadStarted,
-        contextSize: e.info.contextSize,
-        trainContextSize: e.info.trainContextSize,
-        gpu: e.info.gpu,
-        threads: e.info.threads,
-        batchThreads: e.info.adaptiveThreads ? e.info.batchThreads : e.info.threads,
-        workerThreadsLowered: lowered,
-        parallel: config.parallel,
-        chatWrapper: e.info.chatWrapper,
-        stateCacheMib: e.states ? config.stateCacheMib : 0,
-      });
+      engine = life.own('model', e, (m) => m.dispose(), 700);
+      life.serving();
+      logLoaded(config, logger, e, Date.now() - loadStarted);
     },
     (err: Error) => {
-      if (state === 'loading') state = 'failed';
+      failed = true;
       throw new StartupError('VIGIL_ERR_INFERENCE_LOAD', err.message);
     },
   );
   ready.catch(() => {});
-  const stallWatch = watchStalls(progress, logger);
+  // Stopped while loading: the load is aborted, and waited for (bounded) before the exit.
+  life.own('model load', ready, (r) => r.catch(() => {}), 700);
+  life.own('stall watch', watchStalls(progress, logger), clearInterval);
 
-  /** The shutdown itself; close() runs it once, holding the event loop until it ends. */
-  const shutdown = async (graceMs: number) => {
-    const wasLoading = state === 'loading';
-    state = 'stopping';
-    clearInterval(stallWatch);
-    logger.info('stopping', { inFlight: inFlight.size, graceMs });
-    // Stop accepting at once; idle keep-alive connections go now, busy ones after their reply.
-    const closed = servers.map(closeServer);
-    for (const s of servers) s.closeIdleConnections();
-    if (wasLoading) loadAbort.abort(new Error('stopping'));
-    await waitUntil(() => inFlight.size === 0, graceMs);
-    const unfinished = inFlight.size;
-    const reason = new EndReason('shutdown', 'The server is shutting down; the completion was stopped.');
-    for (const abort of [...inFlight]) abort(reason);
-    scheduler.rejectAll(reason);
-    // Let the error replies and final stream events go out, then drop every connection.
-    await waitUntil(() => ctx.responses.open === 0, 300);
-    logger.debug('shutdown: replies sent', { openResponses: ctx.responses.open });
-    for (const s of servers) s.closeAllConnections();
-    await Promise.race([Promise.all(closed), unrefSleep(300)]);
-    logger.debug('shutdown: listeners closed');
-    // A generation that does not let go must not hold the exit: disposal is bounded too.
-    const eng = engine as Engine | null;
-    if (eng) await Promise.race([eng.dispose(), unrefSleep(700)]);
-    else if (wasLoading) await Promise.race([ready.catch(() => {}), unrefSleep(700)]);
-    logger.debug('shutdown: model disposed');
-    listeners.refusals.flush();
-    await Promise.race([accessLog?.close(), unrefSleep(200)]);
-    state = 'stopped';
-    logger.info('stopped', { aborted: unfinished });
-  };
-
-  let closing: Promise<void> | null = null;
-  const close = (graceMs = config.shutdownGraceMs) => {
-    closing ??= (async () => {
-      // The waits below use unref'd timers: once the listeners and connections are closed nothing
-      // else may hold the event loop, and the process would end in the middle of the shutdown
-      // (before the model is disposed, the access log flushed and `stopped` logged). This does.
-      const hold = setInterval(() => {}, 1000);
-      try {
-        await shutdown(graceMs);
-      } finally {
-        clearInterval(hold);
-      }
-    })();
-    return closing;
-  };
+  let unfinished = 0;
+  life.onStop({
+    stopping: () => ({ inFlight: inFlight.size }),
+    stopAccepting: () => {
+      if (engine === null) loadAbort.abort(new Error('stopping'));
+    },
+    drain: (graceMs) => waitUntil(() => inFlight.size === 0, graceMs),
+    cut: async () => {
+      unfinished = inFlight.size;
+      const reason = new EndReason('shutdown', 'The server is shutting down; the completion was stopped.');
+      for (const abort of [...inFlight]) abort(reason);
+      scheduler.rejectAll(reason);
+      // Let the error replies and final stream events go out (within the 300 ms of the step); then
+      // every connection is dropped.
+      await waitUntil(() => ctx.responses.open === 0, 250);
+    },
+    stopped: () => ({ aborted: unfinished }),
+  });
 
   return {
     config,
-    http: listeners.http,
-    mtls: listeners.mtls,
+    http,
+    mtls,
     ready,
-    state: () => state,
+    state,
     load: () => ({ active: scheduler.active, waiting: scheduler.waiting, stuck: scheduler.stuck() }),
-    stalled: () => (state === 'ready' ? progress.report().reason : null),
-    close,
+    stalled: () => (state() === 'ready' ? progress.report().reason : null),
+    close: (graceMs = config.shutdownGraceMs) => life.stop(graceMs),
   };
 }

@@ -3,15 +3,7 @@
  * `code`, a message, an optional hint, the exit code a binary ends with). What the filter refuses
  * is answered to the guest as a JSON-RPC error with the code the daemon would give (`rpc`).
  */
-import {
-  defineErrors,
-  ExitCode,
-  formatHostPort,
-  type HostPort,
-  RpcErrorCode,
-  VIGIL_ERRORS,
-  VigilError,
-} from '@vigil/shared-types';
+import { defineErrors, ExitCode, RpcErrorCode, VigilError } from '@vigil/shared-types';
 
 export const RELAY_ERRORS = defineErrors({
   VIGIL_ERR_RELAY_CIDR: { message: 'a CIDR that cannot be read (a bad --allow)', exitCode: ExitCode.CONFIG },
@@ -32,22 +24,6 @@ export const RELAY_ERRORS = defineErrors({
     rpc: RpcErrorCode.INVALID_REQUEST,
   },
 });
-
-/**
- * A bind failure that waiting cannot fix (port in use, permission): the CLI exits 1 with it.
- * VIGIL_ERR_LISTEN, as every listener's; the system's code is `cause.code`.
- */
-export class BindError extends VigilError {
-  constructor(addr: HostPort, cause: NodeJS.ErrnoException) {
-    const reason =
-      cause.code === 'EADDRINUSE'
-        ? 'address already in use'
-        : cause.code === 'EACCES'
-          ? 'permission denied'
-          : (cause.message ?? String(cause));
-    super(VIGIL_ERRORS.VIGIL_ERR_LISTEN, `cannot listen on ${formatHostPort(addr)}: ${reason}`, { cause });
-  }
-}
 
 /** A CIDR that cannot be read (a bad --allow): bad usage, exit 78. */
 export class CidrError extends VigilError {

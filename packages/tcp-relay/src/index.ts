@@ -4,7 +4,7 @@
  * guest from taking over the account or reading the host's files.
  */
 export { allowed, type Cidr, defaultAllow, parseCidr } from './cidr.js';
-export { BindError, CidrError } from './errors.js';
+export { CidrError } from './errors.js';
 export { FILE_PATH_CODE, type FilterOptions, MethodFilter, REFUSED_CODE, type Verdict } from './filter.js';
 export { GuestLines, type Refusal } from './guest-lines.js';
 export { type RelayConfig, type RelayHandle, type RelayState, startRelay as start } from './relay.js';

@@ -32,7 +32,7 @@ describe('tcp-relay as a process', () => {
       const port = (busy.address() as { port: number }).port;
       const r = await cli(['--listen', `127.0.0.2:${port}`, '--target', '127.0.0.1:1']);
       expect(r.code).toBe(1);
-      expect(r.stderr).toBe(`tcp-relay: cannot listen on 127.0.0.2:${port}: address already in use\n`);
+      expect(r.stderr).toBe(`tcp-relay: cannot listen for guests on 127.0.0.2:${port}: address already in use\n`);
     } finally {
       busy.close();
     }

@@ -10,6 +10,7 @@ export * from './flags.js';
 export * from './fs.js';
 export * from './http-client.js';
 export * from './inference-client.js';
+export * from './lifecycle.js';
 export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
