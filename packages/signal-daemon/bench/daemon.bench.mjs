@@ -53,6 +53,8 @@ const QUICK = args.includes('--quick');
 const ONLY = new Set(
   (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse').split(',').filter((x) => x !== ''),
 );
+/** --cpu-prof=DIR: the daemons write V8 CPU profiles there when they stop (see the README). */
+const CPU_PROF = args.find((a) => a.startsWith('--cpu-prof='))?.slice(11);
 
 /** `version` loads: ROUNDS rounds, bare and daemon alternating, each a warm-up and a measuring window. */
 const ROUNDS = QUICK ? 5 : 11;
@@ -61,7 +63,7 @@ const MEASURE_MS = QUICK ? 400 : 700;
 const SSE_WARMUP_MS = QUICK ? 300 : 1000;
 const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
 const PACED_RATE = 1000; // messages per second
-const MAX_IN_FLIGHT_SEND = 16;
+const MAX_IN_FLIGHT_SEND = 128;
 /** Bounds on every loop: calls per load phase, messages per send phase, latency samples kept. */
 const MAX_CALLS = 5_000_000;
 const MAX_MESSAGES = 1_000_000;
@@ -173,6 +175,9 @@ async function startDaemon(account, localnet, dataDir) {
     const http = await freePort();
     const tcp = await freePort();
     const { child, out } = spawnNode([
+      ...(CPU_PROF
+        ? ['--cpu-prof', '--cpu-prof-dir', CPU_PROF, '--cpu-prof-name', `${account.slice(-1)}.cpuprofile`]
+        : []),
       CLI,
       ...['--account', account, '--http', `${HOST}:${http}`, '--tcp', `${HOST}:${tcp}`],
       ...['--localnet', localnet, '--data-dir', dataDir, '--log-level', 'warn', '--shutdown-grace', '1'],
