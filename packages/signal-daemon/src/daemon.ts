@@ -86,6 +86,7 @@ export async function start(
         account: config.account,
         profileName: config.profileName,
         localnet: config.localnet,
+        synchronous: config.synchronous,
         dataDir: config.dataDir,
         linkTimeoutMs: config.linkTimeoutMs,
         retentionMs: config.localnetRetentionHours * 3_600_000,
@@ -98,7 +99,12 @@ export async function start(
         },
       });
     } else {
-      inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention, hold);
+      inbox = new Inbox(
+        openDatabase(join(config.dataDir, 'inbox.sqlite'), config.synchronous),
+        config.account,
+        retention,
+        hold,
+      );
       backend = new SignalCliBackend({
         ...config.signalCli,
         account: config.account,

@@ -12,6 +12,7 @@ import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
 import { resolveParams } from '../params.js';
+import type { Synchronous } from '../sqlite.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
 import { avatarMethods } from './avatars.js';
@@ -41,6 +42,8 @@ export interface LocalBackendOptions {
   readonly account: string;
   readonly profileName: string;
   readonly localnet: string;
+  /** How commits to the network file reach the disk (see sqlite.ts). */
+  readonly synchronous: Synchronous;
   readonly dataDir: string;
   readonly linkTimeoutMs: number;
   readonly attachmentPolicy: AttachmentPolicy;
@@ -140,7 +143,7 @@ export class LocalBackend implements Backend {
   readonly storage: FaultEpisode;
 
   constructor(o: LocalBackendOptions) {
-    this.store = new NetworkStore(o.localnet);
+    this.store = new NetworkStore(o.localnet, o.synchronous);
     this.me = this.store.register(o.account, o.profileName);
     this.records = new Records(this.store.db);
     this.extras = new Extras(this.store.db);
