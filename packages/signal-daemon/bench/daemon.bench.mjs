@@ -199,7 +199,7 @@ async function startDaemon(account, localnet, dataDir) {
       CLI,
       ...['--account', account, '--http', `${HOST}:${http}`, '--tcp', `${HOST}:${tcp}`],
       ...['--localnet', localnet, '--data-dir', dataDir, '--log-level', 'warn', '--shutdown-grace', '1'],
-      ...['--synchronous', SYNCHRONOUS],
+      ...(SYNCHRONOUS === 'normal' ? [] : ['--synchronous', SYNCHRONOUS]),
     ]);
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (Date.now() < deadline && !exited(child)) {
