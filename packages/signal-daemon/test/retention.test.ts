@@ -1,7 +1,11 @@
-import { readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
+import { memoryLogger } from '@vigil/shared-types';
 import Database from 'better-sqlite3';
+import { Records } from '../src/localnet/records.js';
+import { NetworkRetention } from '../src/localnet/retention.js';
+import { NetworkStore } from '../src/localnet/store.js';
 import { exited, SseClient, spawnDaemon, TcpClient, tmpDir } from './helpers.js';
 
 const A = '+15550000001';
@@ -108,4 +112,41 @@ describe('local network retention', () => {
       tmp.cleanup();
     }
   }, 90_000);
+});
+
+describe('received attachments from an older network file', () => {
+  it('gain a time (0: older than any retention), and their records and files go at the first prune', async () => {
+    const tmp = tmpDir();
+    const file = join(tmp.dir, 'localnet.sqlite');
+    const dir = join(tmp.dir, 'attachments');
+    mkdirSync(dir);
+    // The table as it was, with one record and its file.
+    const old = new Database(file);
+    old.exec(
+      'CREATE TABLE received_attachments (owner TEXT NOT NULL, id TEXT NOT NULL, sender TEXT, group_id TEXT, ' +
+        'PRIMARY KEY (owner, id)) WITHOUT ROWID',
+    );
+    old.prepare('INSERT INTO received_attachments VALUES (?, ?, ?, NULL)').run(B, 'old1', A);
+    old.close();
+    writeFileSync(join(dir, 'old1'), 'x');
+    const store = new NetworkStore(file);
+    try {
+      const records = new Records(store.db);
+      expect(records.attachmentOrigin(B, 'old1')).toEqual({ sender: A, groupId: null });
+      records.receivedAttachment(B, 'new1', A, null, Date.now());
+      writeFileSync(join(dir, 'new1'), 'y');
+      const retention = new NetworkRetention(store.db, (fn) => store.write(fn), RETENTION_MS, memoryLogger(), {
+        owner: B,
+        dir,
+      });
+      expect(await retention.pruneOnce()).toBe(1);
+      expect(records.attachmentOrigin(B, 'old1')).toBeUndefined();
+      expect(records.attachmentOrigin(B, 'new1')).toEqual({ sender: A, groupId: null });
+      expect(readdirSync(dir)).toEqual(['new1']);
+      await retention.stop();
+    } finally {
+      await store.close();
+      tmp.cleanup();
+    }
+  });
 });
