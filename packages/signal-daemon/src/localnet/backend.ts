@@ -281,7 +281,8 @@ export class LocalBackend implements Backend {
     const me = this.me.number;
     await this.store.post(me, deliveries, () => {
       for (const { recipient } of deliveries) {
-        if (recipient !== me) this.records.trustOnFirstUse(me, recipient);
+        if (recipient !== me)
+          this.store.once(`tofu:${me}:${recipient}`, () => this.records.trustOnFirstUse(me, recipient));
       }
       if (options.record && deliveries.length > 0) {
         const parties = deliveries.map((d) => d.recipient);

@@ -6,6 +6,10 @@
  * with each send in a savepoint of its own, so that the failed one is rolled back alone and only
  * its promise rejects (the common case pays for no savepoints). A promise resolves only once the
  * transaction holding its rows has committed (an answered send is as durable as before).
+ *
+ * A write the sends of a group share (the same recipient made a contact, its key trusted on first
+ * use) is made once per group: a send registers it with `once`, under a key, and the group runs
+ * each key's write once, after its sends, in the same transaction; only for sends that succeeded.
  */
 import type Database from 'better-sqlite3';
 import { isBusy } from '../sqlite.js';
@@ -24,6 +28,8 @@ export class GroupCommit {
   private scheduled = false;
   private readonly batch: Database.Transaction<(group: readonly Pending[]) => void>;
   private readonly isolated: Database.Transaction<(group: readonly Pending[]) => unknown[]>;
+  /** The shared writes registered by the send running now (see once); null outside a group. */
+  private shared: Map<string, () => void> | null = null;
 
   constructor(
     db: Database.Database,
@@ -31,19 +37,43 @@ export class GroupCommit {
   ) {
     // Prepared once: the group's transaction; and, after a failure, the same with a savepoint per send.
     this.batch = db.transaction((group: readonly Pending[]) => {
-      for (const p of group) p.fn();
+      const shared = new Map<string, () => void>();
+      this.shared = shared;
+      try {
+        for (const p of group) p.fn();
+      } finally {
+        this.shared = null;
+      }
+      for (const write of shared.values()) write();
     });
     const one = db.transaction((fn: () => void) => fn());
-    this.isolated = db.transaction((group: readonly Pending[]) =>
-      group.map((p) => {
+    this.isolated = db.transaction((group: readonly Pending[]) => {
+      const shared = new Map<string, () => void>();
+      const failures = group.map((p) => {
+        const mine = new Map<string, () => void>();
+        this.shared = mine;
         try {
           one(p.fn);
-          return undefined;
         } catch (err) {
           return err ?? new Error('write failed');
+        } finally {
+          this.shared = null;
         }
-      }),
-    );
+        for (const [key, write] of mine) if (!shared.has(key)) shared.set(key, write);
+        return undefined;
+      });
+      for (const write of shared.values()) write();
+      return failures;
+    });
+  }
+
+  /**
+   * Called from a send's write: `write` runs once for the whole group under `key` (the first
+   * registered), after the group's sends. Outside a group it runs at once.
+   */
+  once(key: string, write: () => void): void {
+    if (this.shared === null) write();
+    else if (!this.shared.has(key)) this.shared.set(key, write);
   }
 
   /** Runs `fn` in the next group's transaction; resolves once that has committed. */

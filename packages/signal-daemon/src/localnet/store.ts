@@ -150,10 +150,20 @@ export class NetworkStore {
       const now = Date.now();
       deliveries.forEach((d, i) => {
         this.s.post.run(d.recipient, envelopes[i], now);
-        if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
+        const recipient = d.recipient;
+        if (recipient !== sender)
+          this.once(`contact:${sender}:${recipient}`, () => this.s.contact.run(sender, recipient));
       });
       alsoInTransaction?.();
     });
+  }
+
+  /**
+   * From inside a post's `alsoInTransaction`: `write` runs once per group commit under `key`
+   * (see group-commit.ts), for a write the posts of a burst share.
+   */
+  once(key: string, write: () => void): void {
+    this.sends.once(key, write);
   }
 
   /** Runs a write that needs the file's write lock (see writes.ts); writes commit in order. */
