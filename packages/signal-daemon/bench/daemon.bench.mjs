@@ -3,6 +3,11 @@
 // the ratios mean something. Run `pnpm build` first, then:
 //
 //   node packages/signal-daemon/bench/daemon.bench.mjs [--json] [--quick] [--only=tcp,http,sse]
+//       [--synchronous=normal|full] [--cpu-prof=DIR]
+//
+// --synchronous passes the daemons' --synchronous (what a commit costs for each setting);
+// --cpu-prof=DIR has them write V8 CPU profiles (A.cpuprofile... named by the account's last
+// digit: 1 is the sender, 2 the receiver) to DIR when they stop.
 //
 // It starts, as child processes (so the load generator here does not share their event loop):
 // a bare server (bare-server.mjs: JSON.parse + JSON.stringify, TCP and HTTP) and two daemons,
@@ -15,9 +20,11 @@
 //   1. `version` over TCP, 50 connections x 1 call in flight, then 50 x 8 (pipelined lines);
 //   2. `version` over HTTP, 50 keep-alive connections x 1 call in flight (raw sockets, so the
 //      client costs little);
-//   3. send -> SSE: `send` to A over TCP at a paced 1,000 msg/s, each message carrying its send
-//      time, read from B's event stream: latency p50/p99; then as fast as 16 calls in flight
-//      allow: messages/s, and every sent message must arrive exactly once.
+//   3. send -> SSE: `send` to A over TCP at a paced 1,000 and 5,000 msg/s, each message carrying
+//      its send time, read from B's event stream: latency p50/p99/max; then sustained, as fast as
+//      128 calls in flight allow: messages/s. Each of the three with 1 and with 5 event streams;
+//      every answered message must arrive exactly once on every stream. At the end: the network
+//      file's bytes (with its WAL) per 100,000 messages sent.
 //
 // The same loads run against the bare server (for send -> SSE: its in-process fan-out, with no
 // storage and no second process). Besides rates and latencies it reports the servers' CPU per
@@ -34,7 +41,7 @@ import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, createServer } from 'node:net';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { daemonClient } from '@vigil/shared-types/node';
@@ -54,6 +61,14 @@ const QUICK = args.includes('--quick');
 const ONLY = new Set(
   (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse').split(',').filter((x) => x !== ''),
 );
+/** --cpu-prof=DIR: the daemons write V8 CPU profiles there when they stop (see the README). */
+const CPU_PROF = args.find((a) => a.startsWith('--cpu-prof='))?.slice(11);
+/** --synchronous=full: the daemons' --synchronous (normal by default). */
+const SYNCHRONOUS = args.find((a) => a.startsWith('--synchronous='))?.slice(14) ?? 'normal';
+if (!['normal', 'full'].includes(SYNCHRONOUS)) {
+  process.stderr.write('bench: --synchronous= takes normal or full\n');
+  process.exit(1);
+}
 
 /** `version` loads: ROUNDS rounds, bare and daemon alternating, each a warm-up and a measuring window. */
 const ROUNDS = QUICK ? 5 : 11;
@@ -61,8 +76,12 @@ const WARMUP_MS = QUICK ? 200 : 250;
 const MEASURE_MS = QUICK ? 400 : 700;
 const SSE_WARMUP_MS = QUICK ? 300 : 1000;
 const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
-const PACED_RATE = 1000; // messages per second
-const MAX_IN_FLIGHT_SEND = 16;
+/** send -> SSE: paced rates (msg/s) with their p99 goals (ms), then sustained; each with 1 and 5 event streams. */
+const PACED_RATES = [1000, 5000];
+const P99_GOAL_MS = { 1000: 5, 5000: 10 };
+const SUSTAINED_GOAL = 20_000;
+const SSE_CONSUMERS = [1, 5];
+const MAX_IN_FLIGHT_SEND = 128;
 /** Bounds on every loop: calls per load phase, messages per send phase, latency samples kept. */
 const MAX_CALLS = 5_000_000;
 const MAX_MESSAGES = 1_000_000;
@@ -70,9 +89,10 @@ const MAX_SAMPLES = 2_000_000;
 /** After a phase: how long the calls and messages under way may take to come back. */
 const DRAIN_MS = 15_000;
 const START_TIMEOUT_MS = 15_000;
-const RUN_TIMEOUT_MS = 175_000;
+const RUN_TIMEOUT_MS = 400_000;
 
 const T0 = process.hrtime.bigint();
+const LOAD_AT_START = loadavg()[0].toFixed(2);
 /** Nanoseconds since the start of the run, as a Number (exact for ~100 days). */
 const now = () => Number(process.hrtime.bigint() - T0);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -169,9 +189,13 @@ async function startDaemon(account, localnet, dataDir) {
     const http = await freePort();
     const tcp = await freePort();
     const { child, out } = spawnNode([
+      ...(CPU_PROF
+        ? ['--cpu-prof', '--cpu-prof-dir', CPU_PROF, '--cpu-prof-name', `${account.slice(-1)}.cpuprofile`]
+        : []),
       CLI,
       ...['--account', account, '--http', `${HOST}:${http}`, '--tcp', `${HOST}:${tcp}`],
       ...['--localnet', localnet, '--data-dir', dataDir, '--log-level', 'warn', '--shutdown-grace', '1'],
+      ...(SYNCHRONOUS === 'normal' ? [] : ['--synchronous', SYNCHRONOUS]),
     ]);
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (Date.now() < deadline && !exited(child)) {
@@ -465,11 +489,13 @@ async function versionLoad({ transport, port, conns, depth, pids }) {
 // ---- 4: send -> SSE -------------------------------------------------------------------------
 
 /**
- * Sends `send` calls to `tcpPort`, each message `TAG:SEQ:SENDNS`, and reads them back from the
- * event stream on `ssePort`. paced: `PACED_RATE` msg/s; otherwise MAX_IN_FLIGHT_SEND in flight.
+ * Sends `send` calls to `tcpPort`, each message `TAG:SEQ:SENDNS`, and reads them back from
+ * `consumers` event streams on `ssePort`. rate: that many msg/s, paced; null: MAX_IN_FLIGHT_SEND
+ * in flight, a new call as each is answered. Latencies are over every stream's arrivals; a
+ * message is lost when a stream never gets it although its send was answered with a result.
  */
-async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
-  const seen = new Uint8Array(MAX_MESSAGES + 1);
+async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
+  const seen = Array.from({ length: consumers }, () => new Uint8Array(MAX_MESSAGES + 1));
   const okReply = new Uint8Array(MAX_MESSAGES + 1);
   const measured = new Uint8Array(MAX_MESSAGES + 1);
   const lat = new Float64Array(MAX_SAMPLES);
@@ -497,7 +523,7 @@ async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
   let tick = null;
   const prefix = `${tag}:`;
 
-  const sse = await sseClient(ssePort, (data, t) => {
+  const onEvent = (c) => (data, t) => {
     let message;
     try {
       message = JSON.parse(data).envelope?.dataMessage?.message;
@@ -515,18 +541,20 @@ async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
       strangers++;
       return;
     }
-    if (seen[k] > 0) {
+    if (seen[c][k] > 0) {
       duplicates++;
       return;
     }
-    seen[k] = 1;
+    seen[c][k] = 1;
     received++;
     if (measured[k]) {
       measuredArrived++;
-      lastMeasuredArrival = t;
+      lastMeasuredArrival = Math.max(lastMeasuredArrival, t);
       if (n < MAX_SAMPLES) lat[n++] = t - Number(sentNs);
     }
-  });
+  };
+  const streams = [];
+  for (let c = 0; c < consumers; c++) streams.push(await sseClient(ssePort, onEvent(c)));
 
   const send = () => {
     seq++;
@@ -559,21 +587,22 @@ async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
         failed++;
         if (failed <= 3) log(`send failed: ${line.slice(0, 300)}`);
       }
-      if (!paced && canSend()) send();
+      if (rate === null && canSend()) send();
     });
-    await sleep(100); // the stream is open on the server before the first message
+    await sleep(100); // the streams are open on the server before the first message
 
     const start = now();
-    if (paced) {
-      // Each tick sends what is due at PACED_RATE since the start (at most 20 at once: a stalled
-      // tick drops the rest rather than bursting, so the achieved rate is reported below).
+    if (rate !== null) {
+      // Each tick sends what is due at `rate` since the start (at most 20 ms worth at once: a
+      // stalled tick drops the rest rather than bursting, so the achieved rate is reported).
+      const burst = Math.max(1, Math.round(rate / 50));
       let slots = 0;
       const pace = () => {
         if (!canSend()) return;
-        let due = Math.floor(((now() - start) / 1e9) * PACED_RATE) - slots;
-        if (due > 20) {
-          slots += due - 20;
-          due = 20;
+        let due = Math.floor(((now() - start) / 1e9) * rate) - slots;
+        if (due > burst) {
+          slots += due - burst;
+          due = burst;
         }
         for (let i = 0; i < due; i++) send();
         slots += Math.max(0, due);
@@ -592,29 +621,32 @@ async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
     c2 = cpuMs(pids);
     phase = 'stop';
     clearTimeout(tick);
-    // Every acknowledged message must arrive: wait for the replies and the events (bounded).
+    // Every acknowledged message must arrive on every stream: wait for the replies and the events (bounded).
     const deadline = Date.now() + DRAIN_MS;
-    while (Date.now() < deadline && (inFlight > 0 || received < acked)) await sleep(10);
+    while (Date.now() < deadline && (inFlight > 0 || received < acked * consumers)) await sleep(10);
     await sleep(200); // a late duplicate would show up here
   } finally {
     clearTimeout(tick);
     sock?.destroy();
-    sse.close();
+    for (const s of streams) s.close();
   }
-  // Lost: answered with a result but never on the stream; unasked: on the stream though the call failed.
+  // Lost: answered with a result but never on a stream; unasked: on a stream though the call failed.
   let lost = 0;
   let unasked = 0;
   for (let k = 1; k <= seq; k++) {
-    if (okReply[k] && !seen[k]) lost++;
-    else if (!okReply[k] && seen[k]) unasked++;
+    for (let c = 0; c < consumers; c++) {
+      if (okReply[k] && !seen[c][k]) lost++;
+      else if (!okReply[k] && seen[c][k]) unasked++;
+    }
   }
   const measureS = (t2 - t1) / 1e9;
   const deliveryS = measuredArrived > 0 ? (lastMeasuredArrival - t1) / 1e9 : Number.NaN;
   return {
     sendRate: measuredSent / measureS,
     ackRate: measuredAcked / measureS,
-    // Messages sent while measuring, over the time from the start of measuring to the last of them arriving.
-    deliveredRate: measuredArrived / Math.max(deliveryS, measureS),
+    // Messages sent while measuring (each counted once, whatever the number of streams), over the
+    // time from the start of measuring to the last of them arriving.
+    deliveredRate: measuredArrived / consumers / Math.max(deliveryS, measureS),
     sent: seq,
     acked,
     failed,
@@ -631,6 +663,15 @@ async function sendToSse({ tcpPort, ssePort, paced, tag, pids }) {
   };
 }
 
+/** A file's size in bytes; 0 when there is none. */
+function fileSize(file) {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
 // ---- the table ------------------------------------------------------------------------------
 
 const fmt = {
@@ -638,6 +679,7 @@ const fmt = {
   ms: (x) => (Number.isFinite(x) ? x.toFixed(x < 10 ? 3 : 1) : 'n/a'),
   count: (x) => (Number.isFinite(x) ? String(x) : 'n/a'),
   us: (x) => (Number.isFinite(x) ? x.toFixed(1) : 'n/a'),
+  mb: (x) => (Number.isFinite(x) ? (x / 1e6).toFixed(1) : 'n/a'),
 };
 
 function printTable(rows) {
@@ -693,12 +735,13 @@ async function main() {
       ratios,
     };
   };
-  const sse = async (name, paced) => {
+  const sse = async (name, rate, consumers) => {
     log(`${name}: baseline`);
     const baseline = await sendToSse({
       tcpPort: bare.tcp,
       ssePort: bare.http,
-      paced,
+      rate,
+      consumers,
       tag: `b${name}`,
       pids: [bare.child.pid],
     });
@@ -706,11 +749,12 @@ async function main() {
     const vigil = await sendToSse({
       tcpPort: a.tcp,
       ssePort: b.http,
-      paced,
+      rate,
+      consumers,
       tag: `v${name}`,
       pids: [a.child.pid, b.child.pid],
     });
-    r[name] = { vigil, baseline };
+    r[name] = { vigil, baseline, rate, consumers };
   };
   if (ONLY.has('tcp')) {
     await pair('tcp_50x1', { transport: 'tcp', conns: 50, depth: 1 }, { bare: bare.tcp, vigil: a.tcp });
@@ -720,8 +764,9 @@ async function main() {
     await pair('http_50x1', { transport: 'http', conns: 50, depth: 1 }, { bare: bare.http, vigil: a.http });
   }
   if (ONLY.has('sse')) {
-    await sse('sse_paced', true);
-    await sse('sse_max', false);
+    for (const consumers of SSE_CONSUMERS) {
+      for (const rate of [...PACED_RATES, null]) await sse(`sse_${rate ?? 'max'}_x${consumers}`, rate, consumers);
+    }
   }
   for (const [name, d] of [
     ['A', a],
@@ -754,29 +799,23 @@ async function main() {
   loadRows('TCP version 50x1', 'tcp_50x1', 0.9);
   loadRows('TCP version 50x8', 'tcp_50x8', 0.9);
   loadRows('HTTP version 50x1', 'http_50x1', 0.4, 5);
-  const p = r.sse_paced;
-  const m = r.sse_max;
-  if (p) {
-    add('send->SSE @1000/s achieved msg/s', p.vigil.sendRate, p.baseline.sendRate, fmt.rate);
-    add('send->SSE @1000/s p50 ms', p.vigil.p50, p.baseline.p50, fmt.ms, '< 5', p.vigil.p50 < 5);
-    add('send->SSE @1000/s p99 ms', p.vigil.p99, p.baseline.p99, fmt.ms);
-    add('send reply @1000/s p50 ms', p.vigil.ack.p50, p.baseline.ack.p50, fmt.ms);
-    add('send reply @1000/s p99 ms', p.vigil.ack.p99, p.baseline.ack.p99, fmt.ms);
+  const sseRuns = Object.entries(r).filter(([key]) => key.startsWith('sse_'));
+  for (const [, x] of sseRuns) {
+    const { vigil: v, baseline: b, rate, consumers } = x;
+    const label = `send->SSE ${rate === null ? `sustained (${MAX_IN_FLIGHT_SEND} in flight)` : `@${rate}/s`} x${consumers}`;
+    if (rate === null) {
+      const met = v.deliveredRate >= SUSTAINED_GOAL && v.lost === 0 && v.duplicates === 0;
+      add(`${label} msg/s`, v.deliveredRate, b.deliveredRate, fmt.rate, `>= ${SUSTAINED_GOAL}`, met);
+    } else add(`${label} achieved msg/s`, v.sendRate, b.sendRate, fmt.rate);
+    const goal = rate === null ? undefined : P99_GOAL_MS[rate];
+    add(`${label} p50 ms`, v.p50, b.p50, fmt.ms);
+    add(`${label} p99 ms`, v.p99, b.p99, fmt.ms, goal && `< ${goal}`, goal ? v.p99 < goal : undefined);
+    add(`${label} max ms`, v.max, b.max, fmt.ms);
+    add(`${label} send reply p99 ms`, v.ack.p99, b.ack.p99, fmt.ms);
+    add(`${label} server CPU us/msg`, v.cpu.serverUsPerUnit, b.cpu.serverUsPerUnit, fmt.us);
   }
-  if (m) {
-    add(
-      `send->SSE max (${MAX_IN_FLIGHT_SEND} in flight) msg/s`,
-      m.vigil.deliveredRate,
-      m.baseline.deliveredRate,
-      fmt.rate,
-    );
-    add('send->SSE max p50 ms', m.vigil.p50, m.baseline.p50, fmt.ms);
-    add('send->SSE max p99 ms', m.vigil.p99, m.baseline.p99, fmt.ms);
-    add('send->SSE max server CPU us/msg', m.vigil.cpu.serverUsPerUnit, m.baseline.cpu.serverUsPerUnit, fmt.us);
-  }
-  const sides = [p, m].filter(Boolean);
-  if (sides.length > 0) {
-    const sum = (side, key) => sides.reduce((t, x) => t + x[side][key], 0);
+  if (sseRuns.length > 0) {
+    const sum = (side, key) => sseRuns.reduce((t, [, x]) => t + x[side][key], 0);
     const lost = sum('vigil', 'lost');
     const dups = sum('vigil', 'duplicates');
     const failures = sum('vigil', 'failed') + sum('vigil', 'unanswered');
@@ -790,6 +829,11 @@ async function main() {
       '0',
       failures === 0,
     );
+    // What the messages leave on disk: the network file (mailboxes, sent-message records, B's
+    // inbox, which lives in it) with its WAL, per 100,000 messages sent through the daemons.
+    const acked = sum('vigil', 'acked');
+    const bytes = ['', '-wal'].reduce((t, ext) => t + fileSize(`${localnet}${ext}`), 0);
+    add('network file MB per 100,000 messages', (bytes / acked) * 100_000, undefined, fmt.mb);
   }
   const notes = [];
   for (const [key, x] of Object.entries(r)) {
@@ -800,7 +844,7 @@ async function main() {
       if (y.strangers > 0) notes.push(`${key} ${side}: ${y.strangers} unexpected events on the stream`);
       if (y.unasked > 0) notes.push(`${key} ${side}: ${y.unasked} messages arrived whose send call failed`);
     }
-    if (key.endsWith('x1') || key.endsWith('x8')) {
+    if (!key.startsWith('sse_')) {
       const pct = (y) => `server ${Math.round(y.cpu.serverPct)}% + load generator ${Math.round(y.cpu.loaderPct)}%`;
       notes.push(`${key} CPU of one core: vigil ${pct(x.vigil)}; baseline ${pct(x.baseline)}`);
     }
@@ -815,7 +859,8 @@ async function main() {
   process.stdout.write(
     `\nsignal-daemon vs bare Node server: node ${process.version}, ${availableParallelism()} cores, ` +
       `version loads: median of ${ROUNDS} rounds of ${WARMUP_MS} ms warm-up + ${MEASURE_MS} ms; ` +
-      `send->SSE: ${SSE_WARMUP_MS} ms warm-up + ${SSE_MEASURE_MS} ms` +
+      `send->SSE: ${SSE_WARMUP_MS} ms warm-up + ${SSE_MEASURE_MS} ms; --synchronous ${SYNCHRONOUS}; ` +
+      `load average ${LOAD_AT_START} at the start, ${loadavg()[0].toFixed(2)} at the end` +
       `${QUICK ? ' (--quick)' : ''}\n` +
       "ratio = vigil / baseline (for a version load rate: the median of the rounds' ratios); server CPU: the daemons A+B (vigil) or the bare server, per call or message; " +
       'baseline for send->SSE: the bare server, in-process fan-out (no storage, one process)\n\n',

@@ -106,6 +106,11 @@ const program = new Command(BIN)
       .default(DEFAULTS.localnetRetentionHours),
   )
   .addOption(
+    opt('--synchronous <mode>', 'normal: commits survive a crash of the process; full: also a power cut (slower)')
+      .choices(['normal', 'full'])
+      .default(DEFAULTS.synchronous),
+  )
+  .addOption(
     opt('--hold <on|off>', 'give what arrived while no consumer was connected to the next one that connects')
       .choices(['on', 'off'])
       .default('on'),
@@ -201,6 +206,7 @@ const program = new Command(BIN)
       retentionHours: o.retentionHours,
       retentionMessages: o.retentionMessages,
       localnetRetentionHours: o.localnetRetentionHours,
+      synchronous: o.synchronous,
       hold: o.hold === 'on',
       holdHours: o.holdHours,
       holdMessages: o.holdMessages,

@@ -14,6 +14,7 @@ import {
 } from '@vigil/shared-types';
 import { consumerNameError } from './consumers.js';
 import { ConfigError } from './errors.js';
+import type { Synchronous } from './sqlite.js';
 
 export type BackendKind = 'local' | 'signal-cli';
 export type ReceiveMode = 'on-start' | 'manual';
@@ -53,6 +54,8 @@ export interface DaemonConfig {
    * mail no daemon picked up and attachments are kept this long (fractions allowed).
    */
   readonly localnetRetentionHours: number;
+  /** How commits to the network file and the inbox reach the disk (see sqlite.ts). */
+  readonly synchronous: Synchronous;
   /** Held messages: what arrived while no consumer was connected goes to the next one (off: it starts at the present). */
   readonly hold: boolean;
   /** Held messages older than this are not given... */
@@ -114,6 +117,7 @@ export const DEFAULTS = {
   retentionMessages: 100_000,
   retentionBytes: 1024 * 1024 * 1024,
   localnetRetentionHours: 24 * 30,
+  synchronous: 'normal' as Synchronous,
   hold: true,
   holdHours: 24 * 7,
   holdMessages: 10_000,
@@ -176,6 +180,7 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     retentionMessages: DEFAULTS.retentionMessages,
     retentionBytes: DEFAULTS.retentionBytes,
     localnetRetentionHours: DEFAULTS.localnetRetentionHours,
+    synchronous: DEFAULTS.synchronous,
     hold: DEFAULTS.hold,
     holdHours: DEFAULTS.holdHours,
     holdMessages: DEFAULTS.holdMessages,

@@ -66,6 +66,7 @@ function openBackend(
         account: config.account,
         profileName: config.profileName,
         localnet: config.localnet,
+        synchronous: config.synchronous,
         dataDir: config.dataDir,
         linkTimeoutMs: config.linkTimeoutMs,
         retentionMs: config.localnetRetentionHours * 3_600_000,
@@ -78,7 +79,12 @@ function openBackend(
       });
       return { backend, inbox: inbox! };
     }
-    inbox = new Inbox(openDatabase(join(config.dataDir, 'inbox.sqlite')), config.account, retention, hold);
+    inbox = new Inbox(
+      openDatabase(join(config.dataDir, 'inbox.sqlite'), config.synchronous),
+      config.account,
+      retention,
+      hold,
+    );
     const backend = new SignalCliBackend({
       ...config.signalCli,
       account: config.account,

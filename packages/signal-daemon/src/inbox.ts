@@ -34,8 +34,9 @@ export interface Hold {
 
 export const DEFAULT_HOLD: Hold = { enabled: true, hours: 24 * 7, messages: 10_000, bytes: 256 * 1024 * 1024 };
 
-/** The newest events kept in memory for live readers: at most this many... */
+/** The newest events kept in memory for live readers: at most this many (plus RING_SLACK)... */
 const RING_SIZE = 4096;
+const RING_SLACK = 1024;
 /** ...and this many bytes of JSON (an event larger than this is read from the file). */
 const RING_BYTES = 16 * 1024 * 1024;
 
@@ -233,7 +234,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     return stored;
   }
 
-  /** Keeps a new event in memory: the newest RING_SIZE, RING_BYTES in all (a larger one is not kept). */
+  /** Keeps a new event in memory: the newest RING_SIZE (+ RING_SLACK), RING_BYTES in all (a larger one is not kept). */
   private remember(e: InboxEvent): void {
     this.storedBytes += e.bytes;
     if (e.bytes > RING_BYTES) {
@@ -243,10 +244,13 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     }
     this.ring.push(e);
     this.ringBytes += e.bytes;
-    let drop = 0;
-    while (this.ring.length - drop > RING_SIZE || this.ringBytes > RING_BYTES)
-      this.ringBytes -= this.ring[drop++]!.bytes;
-    if (drop > 0) this.ring.splice(0, drop);
+    // Trimmed to RING_SIZE only once it is RING_SLACK over: one splice per RING_SLACK events,
+    // not a shift of the whole ring at every one.
+    if (this.ring.length <= RING_SIZE + RING_SLACK && this.ringBytes <= RING_BYTES) return;
+    let drop = Math.max(0, this.ring.length - RING_SIZE);
+    for (let i = 0; i < drop; i++) this.ringBytes -= this.ring[i]!.bytes;
+    while (this.ringBytes > RING_BYTES) this.ringBytes -= this.ring[drop++]!.bytes;
+    this.ring.splice(0, drop);
   }
 
   /**

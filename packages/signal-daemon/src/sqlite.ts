@@ -5,6 +5,16 @@ import { preparePrivateDatabase } from './files.js';
 export const OPEN_WAIT_MS = 30_000;
 const BUSY_TIMEOUT_MS = 5000;
 
+/**
+ * How a commit reaches the disk (SQLite's `synchronous`, in WAL mode). Both keep every commit
+ * through a crash of the process (kill -9): the WAL is written before the commit returns.
+ * normal: the WAL is fsynced at checkpoints only, so a power cut or a kernel crash may undo the
+ * commits of the last moments (the file stays consistent); full: the WAL is fsynced at every
+ * commit, so an answered send survives a power cut too, at the cost of one fsync per commit
+ * (group commit shares it among the sends of a turn).
+ */
+export type Synchronous = 'normal' | 'full';
+
 /** A lock held by another process: worth waiting for, never a configuration error. */
 export function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
@@ -22,7 +32,11 @@ const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuf
  * retried, after 5 ms, 10 ms … up to 250 ms apart (with jitter), for up to `waitMs`. It blocks the
  * thread, which is fine at start, before anything is served.
  */
-export function openDatabase(file: string, waitMs = OPEN_WAIT_MS): Database.Database {
+export function openDatabase(
+  file: string,
+  synchronous: Synchronous = 'normal',
+  waitMs = OPEN_WAIT_MS,
+): Database.Database {
   preparePrivateDatabase(file);
   const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   try {
@@ -37,9 +51,8 @@ export function openDatabase(file: string, waitMs = OPEN_WAIT_MS): Database.Data
         sleepSync(delay + Math.random() * delay);
       }
     }
-    // NORMAL in WAL mode: a commit survives a crash of the process (kill -9); only a power loss
-    // can undo the last commits.
-    db.pragma('synchronous = NORMAL');
+    // See Synchronous: in WAL mode NORMAL and FULL both survive kill -9; FULL survives a power cut.
+    db.pragma(`synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
     // Daemons in other processes write the same file: wait for them rather than fail.
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     db.pragma('foreign_keys = ON');

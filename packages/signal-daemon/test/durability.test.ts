@@ -72,6 +72,79 @@ describe('losing nothing', () => {
     }
   }, 60_000);
 
+  it('kill -9 of the sender while sends flow: every send answered SUCCESS arrives exactly once after its restart', async () => {
+    const tmp = tmpDir();
+    const localnet = join(tmp.dir, 'localnet.sqlite');
+    const args = (account: string) => [
+      ...['--account', account, '--http', '127.0.0.1:0', '--tcp', '127.0.0.1:0'],
+      ...['--localnet', localnet, '--data-dir', join(tmp.dir, account)],
+    ];
+    let a = await spawnDaemon(args(A));
+    const b = await spawnDaemon(args(B));
+    try {
+      const sse = await SseClient.open(b.http!);
+      const sender = await TcpClient.connect(a.tcp!);
+      // 64 sends in flight, a new one as each is answered (so group commits hold many sends),
+      // until A is killed mid-stream once 300 have been answered.
+      let written = 0;
+      const sendOne = () => {
+        written++;
+        const params = { recipient: B, message: `k${written}` };
+        sender.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'send', params, id: written })}\n`);
+      };
+      for (let i = 0; i < 64; i++) sendOne();
+      const answered = new Set<string>();
+      const take = (r: { id: number; result?: { results?: { type: string }[] } }) => {
+        if (r.result?.results?.[0]?.type === 'SUCCESS') answered.add(`k${r.id}`);
+      };
+      while (answered.size < 300) {
+        take(await sender.next(30_000));
+        sendOne();
+      }
+      a.child.kill('SIGKILL');
+      await exited(a.child);
+      await until('the connection to the killed sender closed', () => sender.closed, 10_000);
+      // Replies that were on their way before the kill still count as answered.
+      while (sender.pending > 0) take(await sender.next());
+      expect(written).toBeGreaterThan(answered.size); // some sends were under way at the kill
+
+      a = await spawnDaemon(args(A));
+      const again = await TcpClient.connect(a.tcp!);
+      for (let i = 1; i <= 10; i++) {
+        const r = await again.call('send', { recipient: B, message: `after${i}` }, i);
+        expect(r.result?.results?.[0]?.type).toBe('SUCCESS');
+      }
+      const messages = () => sse.events.map((e) => JSON.parse(e.data).envelope.dataMessage.message as string);
+      await until(
+        'every answered send and the ten after the restart on the stream',
+        () => {
+          const got = new Set(messages());
+          return [...answered].every((m) => got.has(m)) && got.has('after10');
+        },
+        30_000,
+      );
+      await new Promise((r) => setTimeout(r, 300)); // a late duplicate would show up here
+      const got = messages();
+      expect(got.length).toBe(new Set(got).size); // none twice
+      // Nothing that was not sent: unanswered sends may have been committed before the kill, or not.
+      const known = new Set([
+        ...Array.from({ length: written }, (_, i) => `k${i + 1}`),
+        ...Array.from({ length: 10 }, (_, i) => `after${i + 1}`),
+      ]);
+      expect(got.filter((m) => !known.has(m))).toEqual([]);
+      // In order: A's sends arrive in the order they were committed.
+      const ks = got.filter((m) => m.startsWith('k')).map((m) => Number(m.slice(1)));
+      expect(ks).toEqual([...ks].sort((x, y) => x - y));
+      sse.close();
+      again.close();
+    } finally {
+      a.child.kill('SIGKILL');
+      b.child.kill('SIGKILL');
+      await Promise.all([exited(a.child), exited(b.child)]);
+      tmp.cleanup();
+    }
+  }, 90_000);
+
   it('replays from Last-Event-ID also in-process, and an id from another inbox replays everything', async () => {
     const tmp = tmpDir();
     const a = await startDaemon(tmp.dir, A);

@@ -48,6 +48,40 @@ describe('group commit of sends', () => {
     }
   });
 
+  it('a write the sends of a group share runs once per group, after them, and only for sends that succeeded', async () => {
+    const tmp = tmpDir();
+    const file = join(tmp.dir, 'localnet.sqlite');
+    const store = new NetworkStore(file);
+    try {
+      const ran: string[] = [];
+      const group = new GroupCommit(store.db, (fn) => store.write(fn));
+      const send = (i: number, fail = false) =>
+        group.add(() => {
+          ran.push(`send${i}`);
+          group.once('shared', () => ran.push(`shared after send${i}`));
+          group.once(`own${i}`, () => ran.push(`own${i}`));
+          if (fail) throw new Error('refused');
+        });
+      await Promise.all([send(1), send(2), send(3)]);
+      expect(ran).toEqual(['send1', 'send2', 'send3', 'shared after send1', 'own1', 'own2', 'own3']);
+      // A failed send: the group runs again send by send; the failed one's shared writes are dropped.
+      ran.length = 0;
+      const results = await Promise.allSettled([send(4, true), send(5), send(6, true)]);
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled', 'rejected']);
+      expect(ran.slice(-3)).toEqual(['send6', 'shared after send5', 'own5']);
+      // Through the store: 20 posts to one recipient make it a contact once.
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.post('+15550000001', [{ recipient: '+15550000002', envelope: envelope(i) }]),
+        ),
+      );
+      expect(store.contacts('+15550000001')).toEqual([{ number: '+15550000002', blocked: false }]);
+    } finally {
+      await store.close();
+      tmp.cleanup();
+    }
+  });
+
   it('a send whose write fails is rolled back alone: the others of its group commit', async () => {
     const tmp = tmpDir();
     const file = join(tmp.dir, 'localnet.sqlite');

@@ -1,6 +1,11 @@
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
+import { memoryLogger } from '@vigil/shared-types';
 import Database from 'better-sqlite3';
+import { Records } from '../src/localnet/records.js';
+import { NetworkRetention } from '../src/localnet/retention.js';
+import { NetworkStore } from '../src/localnet/store.js';
 import { exited, SseClient, spawnDaemon, TcpClient, tmpDir } from './helpers.js';
 
 const A = '+15550000001';
@@ -43,14 +48,19 @@ describe('local network retention', () => {
         sent: db.prepare('SELECT MIN(timestamp) FROM sent_messages').pluck(),
         mail: db.prepare('SELECT MIN(created_at) FROM mailbox').pluck(),
         attachments: db.prepare('SELECT MIN(created_at) FROM attachments').pluck(),
+        received: db.prepare('SELECT MIN(received_at) FROM received_attachments').pluck(),
       };
       const count = {
         sent: db.prepare('SELECT COUNT(*) FROM sent_messages').pluck(),
         mail: db.prepare('SELECT COUNT(*) FROM mailbox').pluck(),
         attachments: db.prepare('SELECT COUNT(*) FROM attachments').pluck(),
+        received: db.prepare('SELECT COUNT(*) FROM received_attachments').pluck(),
       };
-      const ages: Record<keyof typeof oldest, number[]> = { sent: [], mail: [], attachments: [] };
-      const seen: Record<keyof typeof oldest, number> = { sent: 0, mail: 0, attachments: 0 };
+      const ages: Record<keyof typeof oldest, number[]> = { sent: [], mail: [], attachments: [], received: [] };
+      const seen: Record<keyof typeof oldest, number> = { sent: 0, mail: 0, attachments: 0, received: 0 };
+      // B's files of the attachments it received.
+      const files = () => readdirSync(join(tmp.dir, B, 'attachments')).length;
+      let filesSeen = 0;
       // Sends flow for five retentions; each goes to B (picked up) and C (left in its mailbox),
       // and every fifth carries an attachment.
       let sent = 0;
@@ -68,6 +78,7 @@ describe('local network retention', () => {
           if (min !== null) ages[k].push(now - min);
           seen[k] = Math.max(seen[k], count[k].get() as number);
         }
+        filesSeen = Math.max(filesSeen, files());
         await sleep(20);
       }
       // The retention was reached: the oldest row of each table was older than the retention…
@@ -83,9 +94,14 @@ describe('local network retention', () => {
       // Each send wrote 3 sent rows (author, B, C) and 1 mail row for C: far fewer are left.
       expect(seen.sent).toBeLessThan(3 * sent);
       expect(seen.mail).toBeLessThan(sent);
+      // B received sent / 5 attachments: their records and files went with the retention too.
+      expect(seen.received).toBeLessThan(sent / 5);
+      expect(filesSeen).toBeLessThan(sent / 5);
       // Delivery lost nothing meanwhile.
       await sse.waitFor(sent, 30_000);
       expect(sse.events.length).toBe(sent);
+      // Every file left has its record (files go first, then records).
+      expect(files()).toBeLessThanOrEqual(count.received.get() as number);
       sse.close();
       sender.close();
     } finally {
@@ -96,4 +112,41 @@ describe('local network retention', () => {
       tmp.cleanup();
     }
   }, 90_000);
+});
+
+describe('received attachments from an older network file', () => {
+  it('gain a time (0: older than any retention), and their records and files go at the first prune', async () => {
+    const tmp = tmpDir();
+    const file = join(tmp.dir, 'localnet.sqlite');
+    const dir = join(tmp.dir, 'attachments');
+    mkdirSync(dir);
+    // The table as it was, with one record and its file.
+    const old = new Database(file);
+    old.exec(
+      'CREATE TABLE received_attachments (owner TEXT NOT NULL, id TEXT NOT NULL, sender TEXT, group_id TEXT, ' +
+        'PRIMARY KEY (owner, id)) WITHOUT ROWID',
+    );
+    old.prepare('INSERT INTO received_attachments VALUES (?, ?, ?, NULL)').run(B, 'old1', A);
+    old.close();
+    writeFileSync(join(dir, 'old1'), 'x');
+    const store = new NetworkStore(file);
+    try {
+      const records = new Records(store.db);
+      expect(records.attachmentOrigin(B, 'old1')).toEqual({ sender: A, groupId: null });
+      records.receivedAttachment(B, 'new1', A, null, Date.now());
+      writeFileSync(join(dir, 'new1'), 'y');
+      const retention = new NetworkRetention(store.db, (fn) => store.write(fn), RETENTION_MS, memoryLogger(), {
+        owner: B,
+        dir,
+      });
+      expect(await retention.pruneOnce()).toBe(1);
+      expect(records.attachmentOrigin(B, 'old1')).toBeUndefined();
+      expect(records.attachmentOrigin(B, 'new1')).toEqual({ sender: A, groupId: null });
+      expect(readdirSync(dir)).toEqual(['new1']);
+      await retention.stop();
+    } finally {
+      await store.close();
+      tmp.cleanup();
+    }
+  });
 });

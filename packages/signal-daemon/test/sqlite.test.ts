@@ -47,3 +47,19 @@ describe('closing the local network file', () => {
     }
   });
 });
+
+describe('--synchronous', () => {
+  it('sets how commits reach the disk on the connection: NORMAL by default, FULL when asked', async () => {
+    const tmp = tmpDir();
+    try {
+      const normal = new NetworkStore(join(tmp.dir, 'a.sqlite'));
+      const full = new NetworkStore(join(tmp.dir, 'b.sqlite'), 'full');
+      // SQLite's numbers: 1 = NORMAL, 2 = FULL.
+      expect(normal.db.pragma('synchronous', { simple: true })).toBe(1);
+      expect(full.db.pragma('synchronous', { simple: true })).toBe(2);
+      await Promise.all([normal.close(), full.close()]);
+    } finally {
+      tmp.cleanup();
+    }
+  });
+});

@@ -1,5 +1,4 @@
-import { type FSWatcher, watch } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import {
   type Envelope,
   type Logger,
@@ -7,20 +6,22 @@ import {
   type SendResultEntry,
   SIGNAL_CLI_INTERFACE,
 } from '@vigil/shared-types';
-import { ensureDir, PRIVATE_DIR, writeFileAtomic } from '@vigil/shared-types/node';
+import { ensureDir, PRIVATE_DIR } from '@vigil/shared-types/node';
 import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
 import type { Inbox } from '../inbox.js';
 import { resolveParams } from '../params.js';
+import type { Synchronous } from '../sqlite.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
 import { avatarMethods } from './avatars.js';
 import { callMethods } from './calls.js';
 import { contactMethods } from './contacts.js';
+import { Delivery } from './delivery.js';
 import { deviceMethods } from './devices.js';
 import { Extras } from './extras.js';
-import { FaultEpisode, isStorageFault, RETRY_INITIAL_MS, RETRY_MAX_MS } from './fault.js';
+import { FaultEpisode, isStorageFault } from './fault.js';
 import { groupMethods } from './groups.js';
 import { identityMethods } from './identities.js';
 import { loadIdentity, untrusted } from './identity.js';
@@ -41,6 +42,8 @@ export interface LocalBackendOptions {
   readonly account: string;
   readonly profileName: string;
   readonly localnet: string;
+  /** How commits to the network file reach the disk (see sqlite.ts). */
+  readonly synchronous: Synchronous;
   readonly dataDir: string;
   readonly linkTimeoutMs: number;
   readonly attachmentPolicy: AttachmentPolicy;
@@ -51,7 +54,6 @@ export interface LocalBackendOptions {
   readonly inbox: (db: NetworkStore['db']) => Inbox;
 }
 
-const POLL_MS = 250;
 /** Methods whose success proves that the file can be written. */
 const WRITES = new Set([
   'send',
@@ -87,7 +89,6 @@ const WRITES = new Set([
   'updateAccount',
   'updateConfiguration',
 ]);
-const DELIVERY_BATCH = 512;
 
 /** Every method of the local network, from its subject's module (see methods.ts). */
 const METHODS = methodTable(
@@ -111,12 +112,6 @@ const METHODS = methodTable(
 /** The names of the methods the local network answers (each has its params in methods-params.ts). */
 export const LOCAL_METHODS: readonly string[] = [...METHODS.keys()];
 
-/** The attachments an envelope carries: a message's, a story's. */
-function attachmentsOf(e: Envelope): { id: string }[] {
-  const story = e.storyMessage?.fileAttachment as { id: string } | undefined;
-  return [...((e.dataMessage?.attachments ?? []) as { id: string }[]), ...(story ? [story] : [])];
-}
-
 /** The name shown for an account: its profile's given and family name, else the registered one. */
 function displayName(records: Records, account: AccountRow | undefined, number: string): string | null {
   const p = records.profile(number);
@@ -127,8 +122,7 @@ function displayName(records: Records, account: AccountRow | undefined, number: 
 /**
  * The embedded local network: every daemon of the user registers its account in one SQLite
  * file; a send posts to the recipients' mailboxes; each daemon picks up its own mail as soon as
- * the file changes (a directory watch, with a poll of SQLite's data_version as a safety net),
- * storing it in its inbox and removing it from the mailbox in one transaction. The methods are
+ * the file changes (delivery.ts). The methods are
  * written by subject (messages.ts, groups.ts, contacts.ts, linking.ts, account.ts) against the
  * small context this class gives them.
  */
@@ -142,21 +136,14 @@ export class LocalBackend implements Backend {
   private readonly me: AccountRow;
   private readonly context: LocalContext;
   private readonly retention: NetworkRetention;
+  private readonly delivery: Delivery;
   private lastTimestamp = 0;
-  private watcher: FSWatcher | null = null;
-  private poll: NodeJS.Timeout | null = null;
-  private deliveryScheduled = false;
-  private lastDataVersion = -1;
   private closed = false;
-  private readonly waits = new Set<() => void>();
   /** A full disk or an I/O error: one episode, retried with backoff (see fault.ts). */
   readonly storage: FaultEpisode;
-  /** Another delivery failure: retried with backoff, logged once per episode. */
-  private deliveryFault: { since: number; failures: number; delayMs: number; timer: NodeJS.Timeout | null } | null =
-    null;
 
-  constructor(private readonly o: LocalBackendOptions) {
-    this.store = new NetworkStore(o.localnet);
+  constructor(o: LocalBackendOptions) {
+    this.store = new NetworkStore(o.localnet, o.synchronous);
     this.me = this.store.register(o.account, o.profileName);
     this.records = new Records(this.store.db);
     this.extras = new Extras(this.store.db);
@@ -170,12 +157,18 @@ export class LocalBackend implements Backend {
     this.storage = new FaultEpisode(
       o.logger,
       () => this.store.probeWrite(this.me.number),
-      () => {
-        this.lastDataVersion = -1;
-        this.scheduleDelivery();
-      },
+      () => this.delivery.retry(),
     );
     this.inbox = o.inbox(this.store.db);
+    this.delivery = new Delivery({
+      store: this.store,
+      records: this.records,
+      inbox: this.inbox,
+      me: this.me,
+      dataDir: o.dataDir,
+      logger: o.logger,
+      storage: this.storage,
+    });
     this.context = {
       store: this.store,
       records: this.records,
@@ -190,23 +183,14 @@ export class LocalBackend implements Backend {
       nextTimestamp: () => this.nextTimestamp(),
       envelope: (timestamp, body) => this.envelope(timestamp, body),
       post: (recipients, envelope, options) => this.post(recipients, envelope, options),
-      waitForChange: (ms) => this.waitForChange(ms),
+      waitForChange: (ms) => this.delivery.waitForChange(ms),
     };
     ensureDir(join(o.dataDir, 'attachments'), PRIVATE_DIR, true);
-    this.deliver();
-    try {
-      this.watcher = watch(dirname(o.localnet), { persistent: false }, () => this.scheduleDelivery());
-      this.watcher.on('error', (err) => {
-        o.logger.warn('local network watch failed; polling only', { error: String(err) });
-        this.watcher?.close();
-        this.watcher = null;
-      });
-    } catch (err) {
-      o.logger.warn('cannot watch the local network directory; polling only', { error: String(err) });
-    }
-    this.poll = setInterval(() => this.scheduleDelivery(), POLL_MS);
-    this.poll.unref();
-    this.retention = new NetworkRetention(this.store.db, (fn) => this.store.write(fn), o.retentionMs, o.logger);
+    this.delivery.start();
+    this.retention = new NetworkRetention(this.store.db, (fn) => this.store.write(fn), o.retentionMs, o.logger, {
+      owner: this.me.number,
+      dir: join(o.dataDir, 'attachments'),
+    });
     this.retention.start();
   }
 
@@ -247,128 +231,10 @@ export class LocalBackend implements Backend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.watcher?.close();
-    if (this.poll) clearInterval(this.poll);
+    this.delivery.stop();
     this.storage.stop();
-    if (this.deliveryFault?.timer) clearTimeout(this.deliveryFault.timer);
-    for (const wake of this.waits) wake();
     await this.retention.stop();
     await this.store.close();
-  }
-
-  // ---- delivery -------------------------------------------------------------------------
-
-  private scheduleDelivery(): void {
-    // While a fault lasts, its backoff (not every change of the file) decides when to try again.
-    if (this.deliveryScheduled || this.closed || this.storage.active || this.deliveryFault?.timer) return;
-    this.deliveryScheduled = true;
-    setImmediate(() => {
-      this.deliveryScheduled = false;
-      if (this.closed) return;
-      try {
-        const v = this.store.dataVersion();
-        if (v === this.lastDataVersion) return;
-        this.lastDataVersion = v;
-        this.deliverNow();
-      } catch {
-        // deliverNow handles its failures; dataVersion failing is retried at the next poll
-        this.lastDataVersion = -1;
-      }
-    });
-  }
-
-  /** Delivers, and handles a failure: one log line per episode, retries with backoff. */
-  private deliverNow(): void {
-    try {
-      if (this.deliver() > 0) this.storage.ok();
-      if (this.deliveryFault) {
-        this.o.logger.info('delivery from the local network works again', {
-          failedAttempts: this.deliveryFault.failures,
-          forS: Math.round((Date.now() - this.deliveryFault.since) / 1000),
-        });
-        this.deliveryFault = null;
-      }
-      for (const wake of this.waits) wake();
-    } catch (err) {
-      this.lastDataVersion = -1;
-      if (isStorageFault(err)) {
-        this.storage.fail(err, 'delivery from the local network');
-        return;
-      }
-      this.deliveryFault ??= { since: Date.now(), failures: 0, delayMs: RETRY_INITIAL_MS, timer: null };
-      const f = this.deliveryFault;
-      f.failures++;
-      if (f.failures === 1) {
-        this.o.logger.error('delivery from the local network failed; retrying with backoff', { error: String(err) });
-      }
-      const delay = f.delayMs;
-      f.delayMs = Math.min(f.delayMs * 2, RETRY_MAX_MS);
-      f.timer = setTimeout(() => {
-        f.timer = null;
-        if (!this.closed) this.deliverNow();
-      }, delay);
-      f.timer.unref();
-    }
-  }
-
-  /** Moves this account's mail into the inbox, oldest first, one transaction per batch; how many. */
-  private deliver(): number {
-    let moved = 0;
-    while (!this.closed && this.store.hasMail(this.me.number)) {
-      const { envelopes, lastId } = this.store.mail(this.me.number, DELIVERY_BATCH);
-      const now = Date.now();
-      const accepted = envelopes.filter((e) => this.accepts(e)).map((e) => ({ ...e, serverDeliveredTimestamp: now }));
-      for (const e of accepted) this.saveAttachments(e);
-      this.inbox.append(accepted, () => {
-        this.store.deleteMailUpTo(this.me.number, lastId);
-        for (const e of accepted) this.noteSender(e);
-      });
-      moved += envelopes.length;
-      if (accepted.length < envelopes.length) {
-        this.o.logger.info('dropped messages from blocked senders', { count: envelopes.length - accepted.length });
-      }
-    }
-    return moved;
-  }
-
-  /** A blocked sender's messages, and messages (and stories) to a blocked group, are not delivered. */
-  private accepts(e: Envelope): boolean {
-    if (e.sourceNumber && this.store.isBlocked(this.me.number, e.sourceNumber)) return false;
-    const groupId = e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId;
-    return !(groupId && this.store.isGroupBlocked(this.me.number, groupId));
-  }
-
-  /** The sender becomes a contact, its identity key is trusted on first use, its attachments are its. */
-  private noteSender(e: Envelope): void {
-    const sender = e.sourceNumber;
-    if (!sender || sender === this.me.number) return;
-    this.store.addContact(this.me.number, sender);
-    this.records.trustOnFirstUse(this.me.number, sender);
-    const groupId = e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId ?? null;
-    for (const a of attachmentsOf(e)) {
-      this.records.receivedAttachment(this.me.number, a.id, sender, groupId);
-    }
-  }
-
-  /** Received attachments are files in the data directory, written before the message is acknowledged. */
-  private saveAttachments(e: Envelope): void {
-    for (const a of attachmentsOf(e)) {
-      const row = this.store.attachment(a.id);
-      if (row) writeFileAtomic(join(this.o.dataDir, 'attachments', a.id), row.data);
-    }
-  }
-
-  /** Resolves at the next delivery (the file changed), at close, or after `ms`. */
-  private waitForChange(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const wake = () => {
-        clearTimeout(t);
-        this.waits.delete(wake);
-        resolve();
-      };
-      const t = setTimeout(wake, ms);
-      this.waits.add(wake);
-    });
   }
 
   // ---- sending ------------------------------------------------------------------------------
@@ -415,7 +281,8 @@ export class LocalBackend implements Backend {
     const me = this.me.number;
     await this.store.post(me, deliveries, () => {
       for (const { recipient } of deliveries) {
-        if (recipient !== me) this.records.trustOnFirstUse(me, recipient);
+        if (recipient !== me)
+          this.store.once(`tofu:${me}:${recipient}`, () => this.records.trustOnFirstUse(me, recipient));
       }
       if (options.record && deliveries.length > 0) {
         const parties = deliveries.map((d) => d.recipient);
@@ -423,14 +290,8 @@ export class LocalBackend implements Backend {
       }
       if (deliveries.length > 0) options.alsoInTransaction?.();
     });
-    if (deliveries.some((d) => d.recipient === this.me.number)) this.scheduleSelfDelivery();
+    // Our own connection's commits do not change data_version: note-to-self mail is delivered directly.
+    if (deliveries.some((d) => d.recipient === this.me.number)) this.delivery.soon();
     return results;
-  }
-
-  /** Our own connection's commits do not change data_version: deliver note-to-self mail directly. */
-  private scheduleSelfDelivery(): void {
-    setImmediate(() => {
-      if (!this.closed && !this.storage.active) this.deliverNow();
-    });
   }
 }

@@ -26,8 +26,24 @@ CREATE TABLE IF NOT EXISTS group_settings (
   send_messages TEXT NOT NULL DEFAULT 'EVERY_MEMBER', expiration INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS groups_left (owner TEXT NOT NULL, group_id TEXT NOT NULL, PRIMARY KEY (owner, group_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS received_attachments (
-  owner TEXT NOT NULL, id TEXT NOT NULL, sender TEXT, group_id TEXT, PRIMARY KEY (owner, id)) WITHOUT ROWID;
+  owner TEXT NOT NULL, id TEXT NOT NULL, sender TEXT, group_id TEXT, received_at INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (owner, id)) WITHOUT ROWID;
 `;
+
+/** Brings an older file up to date: columns added since (a row from before counts as received at 0). */
+function migrate(db: Database.Database): void {
+  const columns = db.prepare('PRAGMA table_info(received_attachments)').all() as { name: string }[];
+  if (!columns.some((c) => c.name === 'received_at')) {
+    try {
+      db.exec('ALTER TABLE received_attachments ADD COLUMN received_at INTEGER NOT NULL DEFAULT 0');
+    } catch (err) {
+      // Another daemon starting on the same file added it first.
+      if (!/duplicate column/.test(String(err))) throw err;
+    }
+  }
+  // Retention (retention.ts) finds an owner's oldest rows without reading them all.
+  db.exec('CREATE INDEX IF NOT EXISTS received_attachments_age ON received_attachments (owner, received_at)');
+}
 
 export interface Profile {
   readonly givenName: string | null;
@@ -77,6 +93,7 @@ export class Records {
 
   constructor(private readonly db: Database.Database) {
     db.exec(TABLES);
+    migrate(db);
     this.s = {
       profile: db.prepare(
         'SELECT given_name AS givenName, family_name AS familyName, about, about_emoji AS aboutEmoji, ' +
@@ -145,7 +162,7 @@ export class Records {
       forget: db.prepare('DELETE FROM groups_left WHERE owner = ? AND group_id = ?'),
       groupsLeft: db.prepare('SELECT group_id FROM groups_left WHERE owner = ?').pluck(),
       receivedAttachment: db.prepare(
-        'INSERT OR IGNORE INTO received_attachments (owner, id, sender, group_id) VALUES (?, ?, ?, ?)',
+        'INSERT OR IGNORE INTO received_attachments (owner, id, sender, group_id, received_at) VALUES (?, ?, ?, ?, ?)',
       ),
       attachmentOrigin: db.prepare(
         'SELECT sender, group_id AS groupId FROM received_attachments WHERE owner = ? AND id = ?',
@@ -263,8 +280,8 @@ export class Records {
     return this.s.groupsLeft.all(owner) as string[];
   }
 
-  receivedAttachment(owner: string, id: string, sender: string | null, groupId: string | null): void {
-    this.s.receivedAttachment.run(owner, id, sender, groupId);
+  receivedAttachment(owner: string, id: string, sender: string | null, groupId: string | null, at: number): void {
+    this.s.receivedAttachment.run(owner, id, sender, groupId, at);
   }
 
   attachmentOrigin(owner: string, id: string): { sender: string | null; groupId: string | null } | undefined {

@@ -6,8 +6,14 @@
  * loop between batches, so sends never wait behind a long delete. Every daemon on the file prunes;
  * the deletes are idempotent, so it does not matter which one gets there first.
  *
+ * Each daemon also prunes what its own account received: the records of received attachments
+ * (who sent them, for getAttachment) and their files in its data directory, the files first (a
+ * crash in between leaves a record whose file is gone: "not found", as after the retention).
+ *
  * The inbox has its own retention (inbox.ts, --retention-hours/--retention-messages).
  */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 
@@ -30,6 +36,8 @@ export class NetworkRetention {
     private readonly write: (fn: () => void) => Promise<void>,
     readonly retentionMs: number,
     private readonly logger: Logger,
+    /** The account whose received attachments this daemon prunes, and the directory of their files. */
+    private readonly received?: { readonly owner: string; readonly dir: string },
   ) {
     this.s = {
       // Distinct authors by a skip scan of the primary key (a handful on one host).
@@ -53,6 +61,10 @@ export class NetworkRetention {
         'DELETE FROM attachments WHERE rowid IN (SELECT rowid FROM attachments ORDER BY rowid LIMIT ?) ' +
           'AND created_at < ?',
       ),
+      receivedIds: db
+        .prepare('SELECT id FROM received_attachments WHERE owner = ? AND received_at < ? ORDER BY received_at LIMIT ?')
+        .pluck(),
+      received: db.prepare('DELETE FROM received_attachments WHERE owner = ? AND id = ?'),
     };
   }
 
@@ -89,6 +101,7 @@ export class NetworkRetention {
       }
       deleted += await this.batches(() => this.s.mail.run(PRUNE_BATCH, cutoff).changes);
       deleted += await this.batches(() => this.s.attachments.run(PRUNE_BATCH, cutoff).changes);
+      if (this.received) deleted += await this.pruneReceived(this.received, cutoff);
       if (this.failingSince !== null) {
         this.logger.info('local network retention works again', {
           forS: Math.round((Date.now() - this.failingSince) / 1000),
@@ -104,11 +117,28 @@ export class NetworkRetention {
     return deleted;
   }
 
-  /** Runs `batch` until it deletes less than a full batch, yielding between batches. */
-  private async batches(batch: () => number): Promise<number> {
+  /** The received attachments older than `cutoff`: their files, then their records. */
+  private async pruneReceived(received: { owner: string; dir: string }, cutoff: number): Promise<number> {
+    let ids: string[] = [];
+    return this.batches(
+      () => {
+        let n = 0;
+        for (const id of ids) n += this.s.received.run(received.owner, id).changes;
+        return n;
+      },
+      () => {
+        ids = this.s.receivedIds.all(received.owner, cutoff, PRUNE_BATCH) as string[];
+        for (const id of ids) rmSync(join(received.dir, id), { force: true });
+      },
+    );
+  }
+
+  /** Runs `batch` until it deletes less than a full batch, yielding between batches; `before` runs before each. */
+  private async batches(batch: () => number, before?: () => void): Promise<number> {
     let total = 0;
     for (;;) {
       if (this.stopped) return total;
+      before?.();
       let n = 0;
       await this.write(() => {
         n = batch();

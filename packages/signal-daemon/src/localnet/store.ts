@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
-import { openDatabase } from '../sqlite.js';
+import { openDatabase, type Synchronous } from '../sqlite.js';
 import { startCheckpointer, WAL_LIMIT_BYTES } from './checkpoint.js';
 import { GroupCommit } from './group-commit.js';
 import {
@@ -42,8 +42,11 @@ export class NetworkStore {
   private readonly writer: LockedWriter;
   private readonly sends: GroupCommit;
 
-  constructor(readonly file: string) {
-    this.db = openDatabase(file);
+  constructor(
+    readonly file: string,
+    synchronous: Synchronous = 'normal',
+  ) {
+    this.db = openDatabase(file, synchronous);
     // Checkpoints are this package's own (see checkpoint.ts), not SQLite's automatic ones.
     this.db.pragma('wal_autocheckpoint = 0');
     this.db.pragma(`journal_size_limit = ${WAL_LIMIT_BYTES}`);
@@ -147,10 +150,20 @@ export class NetworkStore {
       const now = Date.now();
       deliveries.forEach((d, i) => {
         this.s.post.run(d.recipient, envelopes[i], now);
-        if (d.recipient !== sender) this.s.contact.run(sender, d.recipient);
+        const recipient = d.recipient;
+        if (recipient !== sender)
+          this.once(`contact:${sender}:${recipient}`, () => this.s.contact.run(sender, recipient));
       });
       alsoInTransaction?.();
     });
+  }
+
+  /**
+   * From inside a post's `alsoInTransaction`: `write` runs once per group commit under `key`
+   * (see group-commit.ts), for a write the posts of a burst share.
+   */
+  once(key: string, write: () => void): void {
+    this.sends.once(key, write);
   }
 
   /** Runs a write that needs the file's write lock (see writes.ts); writes commit in order. */

@@ -54,6 +54,8 @@ export class TcpConnection {
   private readonly framer: LineFramer;
   private inFlight = 0;
   private readPaused = false;
+  /** Replies are being gathered for one write at the end of this turn (see done). */
+  private corked = false;
   /** on-start mode: plain notifications from this inbox position; null when not receiving. */
   private cursor: number | null = null;
   /** on-start mode from a relay source: the relay consumer. */
@@ -210,7 +212,18 @@ export class TcpConnection {
 
   private done(reply: Reply): void {
     this.inFlight--;
-    if (reply !== undefined) this.write(reply);
+    if (reply !== undefined) {
+      // Replies that complete in one turn (the sends of one group commit) leave in one write.
+      if (!this.corked) {
+        this.corked = true;
+        this.socket.cork();
+        process.nextTick(() => {
+          this.corked = false;
+          this.socket.uncork();
+        });
+      }
+      this.write(reply);
+    }
     this.updateReading();
     this.endWhenIdle();
   }
