@@ -1,6 +1,7 @@
 /**
  * Progress per slot (issue 30): the pure bookkeeping, then the server as a real process on the
- * tiny model with a fake NOTIFY_SOCKET: a model that stops working (spec 3.4: libuv's pool
+ * tiny model with a fake NOTIFY_SOCKET: READY=1 and WATCHDOG=1 at the rate WATCHDOG_USEC asks
+ * for, none while the process is stopped (SIGSTOP); a model that stops working (spec 3.4: libuv's pool
  * stopped with ptrace by bench/hang-threads.py, the listener still answering) is reported stalled
  * in /health and /metrics, logged once, and its watchdog is triggered and no longer fed; a long
  * healthy generation is never reported stalled and its watchdog beats on.
@@ -8,6 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { expectWatchdogLifecycle } from '../../../test/notify-lifecycle.js';
 import { type FakeNotifySocket, fakeNotifySocket, watchdogTimes } from '../../../test/notify-socket.js';
 import { until } from '../../../test/support.js';
 import { ProgressTracker } from '../src/progress.js';
@@ -89,6 +91,16 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
     await until('STATUS=serving', () => sock!.messages.some((m) => m.m === 'STATUS=serving'), 20_000);
     return { s: server, n: sock };
   };
+
+  it('READY=1, WATCHDOG=1 every half period while its loop turns, none while stopped, STOPPING=1 on SIGTERM', async () => {
+    // The same lifecycle as the relay's, daemon's and guardian's (test/watchdog.test.ts).
+    const { s, n } = await start('2');
+    await expectWatchdogLifecycle(n, s.child, 1000);
+    expect(n.messages.map((m) => m.m)).toEqual(expect.arrayContaining(['STATUS=loading the model', 'STATUS=serving']));
+    s.child.kill('SIGTERM');
+    expect(await exited(s.child)).toEqual({ code: 0, signal: null });
+    await until('STOPPING=1', () => n.messages.some((m) => m.m === 'STOPPING=1'));
+  });
 
   it('reports a stall (503, metrics, one log line), triggers the watchdog and stops feeding it', async () => {
     const { s, n } = await start('2');
