@@ -50,6 +50,23 @@ describe('ProgressTracker', () => {
     expect(r.in_flight).toBe(1);
   });
 
+  it('a slot waiting while another evaluates its long prompt is not stalled, until that prompt is past its bound', () => {
+    // Slot 1 (generating) got no token for 30 s: the model's batches were slot 0's 4,000-token
+    // prompt (bound 10 s + 40 s).
+    const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
+    tr.begin(1, 20, 0);
+    tr.progress(1, 1_000);
+    tr.begin(0, 4000, 1_000);
+    expect(tr.report(31_000)).toMatchObject({ in_flight: 2, stalled: 0, reason: null });
+    // Past slot 0's bound, both are stalled: the model is not working.
+    const r = tr.report(51_001);
+    expect(r.stalled).toBe(2);
+    expect(r.reason).toMatch(/^slot 1 has made no progress for 50 s \(generating; 2 of 2 slots stalled\)$/);
+    // Once slot 0 produces its first token, slot 1's own bound counts again.
+    tr.progress(0, 31_000);
+    expect(tr.report(31_000)).toMatchObject({ stalled: 1, reason: expect.stringMatching(/^slot 1 /) });
+  });
+
   it('reports in flight, the oldest age and the latest progress of any slot; an ended slot is gone', () => {
     const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
     expect(tr.report(0)).toEqual({ in_flight: 0, oldest_age_s: 0, since_progress_s: null, stalled: 0, reason: null });
