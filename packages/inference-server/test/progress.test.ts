@@ -117,7 +117,7 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
     s.child.kill('SIGTERM');
     expect(await exited(s.child)).toEqual({ code: 0, signal: null });
     await until('STOPPING=1', () => n.messages.some((m) => m.m === 'STOPPING=1'));
-  });
+  }, 60_000);
 
   it('reports a stall (503, metrics, one log line), triggers the watchdog and stops feeding it', async () => {
     const { s, n } = await start('2');
@@ -162,7 +162,7 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
         .filter((l) => l.includes('"msg":"stalled"')),
     ).toHaveLength(1);
     sse.close();
-  });
+  }, 60_000);
 
   it('a long healthy generation (2,000 tokens) is never stalled, and its watchdog beats on', async () => {
     const { s, n } = await start('1');
