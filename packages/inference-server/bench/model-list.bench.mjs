@@ -93,7 +93,16 @@ async function startServer(model, nice) {
     [
       CLI,
       'serve',
-      ...['--model', model, '--model-id', 'm', '--http', '127.0.0.1:0', '--context-size', '2048'],
+      ...[
+        '--model',
+        model,
+        '--model-id',
+        'm',
+        '--http',
+        '127.0.0.1:0',
+        '--context-size',
+        String(Math.max(2048, TOKENS + 256)),
+      ],
       ...[
         '--parallel',
         '1',
