@@ -11,8 +11,9 @@
 // per nice value (0 and each --nice; --threads and --batch-threads alike, one sequence). Each
 // round, the servers in rotating order: one completion of --tokens tokens alone (tokens/s), then
 // the same completion while a client asks `GET /v1/models` every --interval ms on one kept-alive
-// connection (latency of each, from sending to the end of the reply; tokens/s beside it). Goal:
-// p99 < 5 ms during a generation. Latencies of all rounds are pooled; tokens/s are medians.
+// connection (latency of each, from sending to the end of the reply; tokens/s beside it), and
+// the same of a bare Node server answering the same list (bare-models-server.mjs: the host's
+// floor under the same load). Goal: p99 < 5 ms during a generation. Latencies of all rounds are pooled; tokens/s are medians.
 // The host's load average is printed at the start and the end: on a shared host the tail is
 // the scheduler's. Exit 0 when the run completed, 1 when it could not run; traffic only to
 // 127.0.0.1; the servers and the temporary directory are removed at the end.
@@ -25,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
+const BARE = join(HERE, 'bare-models-server.mjs');
 const { makeModel, listThreads } = await import('../dist/index.js');
 
 const args = process.argv.slice(2);
@@ -54,8 +56,10 @@ const load = () =>
 
 let tmp = null;
 const servers = [];
+let bareChild = null;
+let barePort = 0;
 const cleanup = () => {
-  for (const s of servers) if (s.child.exitCode === null) s.child.kill('SIGKILL');
+  for (const c of [...servers.map((s) => s.child), bareChild]) if (c && c.exitCode === null) c.kill('SIGKILL');
   if (tmp) rmSync(tmp, { recursive: true, force: true });
   tmp = null;
 };
@@ -147,32 +151,49 @@ function threadNices(pid) {
 
 const body = { model: 'm', messages: [{ role: 'user', content: 'Tell me about the river.' }], temperature: 0 };
 
-/** One completion of TOKENS tokens; with `poll`, /v1/models every INTERVAL_MS while it runs. */
-async function round(s, poll) {
+/** GET /v1/models on `port` every INTERVAL_MS on one kept-alive connection until `done()`: the latencies, ms. */
+async function pollModels(port, done) {
   const latencies = [];
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  await http(port, agent, 'GET', '/v1/models'); // the connection is open before timing
+  const t0 = now();
+  for (let k = 1; !done(); k++) {
+    const sent = now();
+    const r = await http(port, agent, 'GET', '/v1/models');
+    latencies.push(now() - sent);
+    if (r.status !== 200) throw new Error(`/v1/models: HTTP ${r.status}`);
+    const wait = t0 + k * INTERVAL_MS - now();
+    if (wait > 0) await new Promise((res) => setTimeout(res, wait));
+  }
+  agent.destroy();
+  return latencies;
+}
+
+/**
+ * One completion of TOKENS tokens; with `poll`, the model list asked of the server, and of the
+ * bare Node server beside it (the host's floor under the same load), while it runs.
+ */
+async function round(s, poll) {
   let done = false;
-  const poller = (async () => {
-    if (!poll) return;
-    const listAgent = new Agent({ keepAlive: true, maxSockets: 1 });
-    await http(s.port, listAgent, 'GET', '/v1/models'); // the connection is open before timing
-    const t0 = now();
-    for (let k = 1; !done; k++) {
-      const sent = now();
-      const r = await http(s.port, listAgent, 'GET', '/v1/models');
-      latencies.push(now() - sent);
-      if (r.status !== 200) throw new Error(`/v1/models: HTTP ${r.status}`);
-      const wait = t0 + k * INTERVAL_MS - now();
-      if (wait > 0) await new Promise((res) => setTimeout(res, wait));
-    }
-    listAgent.destroy();
-  })();
+  const polls = poll ? [pollModels(s.port, () => done), pollModels(barePort, () => done)] : [];
   const t0 = now();
   const r = await http(s.port, s.agent, 'POST', '/v1/chat/completions', { ...body, max_tokens: TOKENS });
   const ms = now() - t0;
   done = true;
-  await poller;
+  const [latencies = [], bare = []] = await Promise.all(polls);
   if (r.status !== 200) throw new Error(`completion: HTTP ${r.status}: ${r.text}`);
-  return { tps: (JSON.parse(r.text).usage.completion_tokens / ms) * 1000, latencies };
+  return { tps: (JSON.parse(r.text).usage.completion_tokens / ms) * 1000, latencies, bare };
+}
+
+/** The bare Node server answering the same list (bare-models-server.mjs); its port. */
+async function startBare() {
+  const bare = spawn(process.execPath, [BARE], { stdio: ['ignore', 'pipe', 'inherit'] });
+  bareChild = bare;
+  return new Promise((resolve, reject) => {
+    bare.stdout.setEncoding('utf8');
+    bare.stdout.once('data', (x) => resolve(Number(x.trim())));
+    bare.once('exit', (code) => reject(new Error(`the bare server exited with ${code}`)));
+  });
 }
 
 try {
@@ -180,10 +201,11 @@ try {
   const model = join(tmp, 'model.gguf');
   await makeModel({ out: model, preset: PRESET, type: 'f16', seed: 1 });
   for (const nice of NICES) await startServer(model, nice);
+  barePort = await startBare();
   const loadStart = load();
   log(`${PRESET}, ${TOKENS} tokens, ${ROUNDS} rounds, threads ${THREADS}, every ${INTERVAL_MS} ms; load ${loadStart}`);
   for (const s of servers) log(`warm-up, nice ${s.nice}: ${(await round(s, false)).tps.toFixed(1)} tokens/s`);
-  const runs = new Map(servers.map((s) => [s, { alone: [], polled: [], latencies: [], p99s: [] }]));
+  const runs = new Map(servers.map((s) => [s, { alone: [], polled: [], latencies: [], p99s: [], bare: [] }]));
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < servers.length; i++) {
       const s = servers[(i + r) % servers.length];
@@ -192,6 +214,7 @@ try {
       const p = await round(s, true);
       run.polled.push(p.tps);
       run.latencies.push(...p.latencies);
+      run.bare.push(...p.bare);
       run.p99s.push(pct(p.latencies, 99));
       log(`round ${r + 1}, nice ${s.nice}: p99 ${pct(p.latencies, 99).toFixed(2)} ms, ${p.tps.toFixed(1)} tokens/s`);
     }
@@ -214,6 +237,8 @@ try {
   );
   row('/v1/models p99 ms (worst round)', (r) => Math.max(...r.p99s), 3);
   row('/v1/models max ms', (r) => Math.max(...r.latencies), 3);
+  row('bare Node server beside it: p50 ms', (r) => median(r.bare), 3);
+  row('bare Node server beside it: p99 ms', (r) => pct(r.bare, 99), 3);
   row('tokens/s while polled (median)', (r) => median(r.polled), 1);
   row('tokens/s alone (median)', (r) => median(r.alone), 1);
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -232,6 +257,7 @@ try {
         nice: s.nice,
         p50_ms: median(r.latencies),
         p99_ms: pct(r.latencies, 99),
+        bare_p99_ms: pct(r.bare, 99),
         round_p99_ms: r.p99s,
         tps_polled: r.polled,
         tps_alone: r.alone,
