@@ -4,6 +4,7 @@
  * model generator, certificates and a model-integrity manifest.
  */
 export { AccessLog } from './access-log.js';
+export { listThreads, type ThreadInfo } from './adaptive-threads.js';
 export { canonicalOrigin } from './browser.js';
 export { CERT_FILES, type CertsOptions, type CertsResult, generateCerts } from './certs.js';
 export {

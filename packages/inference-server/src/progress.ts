@@ -3,7 +3,10 @@
  * token produced). A slot with work and no progress for longer than its bound is **stalled**:
  * the model is not working although it has work (spec 3.4: the listener answers, nothing comes
  * out). While a slot's prompt is evaluated (no token yet) the bound is larger, in proportion to
- * the prompt: `stallAfterMs + promptTokens / minPromptRate`.
+ * the prompt: `stallAfterMs + promptTokens / minPromptRate`. The slots share the model's batches,
+ * so a slot also waits while another evaluates its prompt (a batch of a long prompt can take
+ * longer than `stallAfterMs` on a slow host): a slot past its bound is not stalled while another
+ * slot's prompt evaluation is within its own bound.
  *
  * Fed by the engine (begin, token, end); read by /health, /metrics and the watchdog. Pure
  * bookkeeping: no timers; the clock is passed in.
@@ -73,11 +76,14 @@ export class ProgressTracker {
     let latest: number | null = null;
     let stalled = 0;
     let worst: { slot: number; idleMs: number; prompt: boolean } | null = null;
+    // Prompts being evaluated within their bound: the model is busy with them.
+    const evaluating = [...this.slots].filter(([, w]) => w.tokens === 0 && now - w.lastAt <= this.boundMs(w));
     for (const [slot, w] of this.slots) {
       oldest = oldest === null ? w.startedAt : Math.min(oldest, w.startedAt);
       latest = latest === null ? w.lastAt : Math.max(latest, w.lastAt);
       const idleMs = now - w.lastAt;
-      if (idleMs > this.boundMs(w)) {
+      const waiting = evaluating.some(([other]) => other !== slot);
+      if (idleMs > this.boundMs(w) && !waiting) {
         stalled += 1;
         if (!worst || idleMs > worst.idleMs) worst = { slot, idleMs, prompt: w.tokens === 0 };
       }

@@ -1,6 +1,7 @@
 /**
  * Progress per slot (issue 30): the pure bookkeeping, then the server as a real process on the
- * tiny model with a fake NOTIFY_SOCKET: a model that stops working (spec 3.4: libuv's pool
+ * tiny model with a fake NOTIFY_SOCKET: READY=1 and WATCHDOG=1 at the rate WATCHDOG_USEC asks
+ * for, none while the process is stopped (SIGSTOP); a model that stops working (spec 3.4: libuv's pool
  * stopped with ptrace by bench/hang-threads.py, the listener still answering) is reported stalled
  * in /health and /metrics, logged once, and its watchdog is triggered and no longer fed; a long
  * healthy generation is never reported stalled and its watchdog beats on.
@@ -8,6 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { expectWatchdogLifecycle } from '../../../test/notify-lifecycle.js';
 import { type FakeNotifySocket, fakeNotifySocket, watchdogTimes } from '../../../test/notify-socket.js';
 import { until } from '../../../test/support.js';
 import { ProgressTracker } from '../src/progress.js';
@@ -46,6 +48,23 @@ describe('ProgressTracker', () => {
     expect(r.stalled).toBe(stalled ? 1 : 0);
     expect(r.reason === null).toBe(!stalled);
     expect(r.in_flight).toBe(1);
+  });
+
+  it('a slot waiting while another evaluates its long prompt is not stalled, until that prompt is past its bound', () => {
+    // Slot 1 (generating) got no token for 30 s: the model's batches were slot 0's 4,000-token
+    // prompt (bound 10 s + 40 s).
+    const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
+    tr.begin(1, 20, 0);
+    tr.progress(1, 1_000);
+    tr.begin(0, 4000, 1_000);
+    expect(tr.report(31_000)).toMatchObject({ in_flight: 2, stalled: 0, reason: null });
+    // Past slot 0's bound, both are stalled: the model is not working.
+    const r = tr.report(51_001);
+    expect(r.stalled).toBe(2);
+    expect(r.reason).toMatch(/^slot 1 has made no progress for 50 s \(generating; 2 of 2 slots stalled\)$/);
+    // Once slot 0 produces its first token, slot 1's own bound counts again.
+    tr.progress(0, 31_000);
+    expect(tr.report(31_000)).toMatchObject({ stalled: 1, reason: expect.stringMatching(/^slot 1 /) });
   });
 
   it('reports in flight, the oldest age and the latest progress of any slot; an ended slot is gone', () => {
@@ -90,6 +109,16 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
     return { s: server, n: sock };
   };
 
+  it('READY=1, WATCHDOG=1 every half period while its loop turns, none while stopped, STOPPING=1 on SIGTERM', async () => {
+    // The same lifecycle as the relay's, daemon's and guardian's (test/watchdog.test.ts).
+    const { s, n } = await start('2');
+    await expectWatchdogLifecycle(n, s.child, 1000);
+    expect(n.messages.map((m) => m.m)).toEqual(expect.arrayContaining(['STATUS=loading the model', 'STATUS=serving']));
+    s.child.kill('SIGTERM');
+    expect(await exited(s.child)).toEqual({ code: 0, signal: null });
+    await until('STOPPING=1', () => n.messages.some((m) => m.m === 'STOPPING=1'));
+  }, 60_000);
+
   it('reports a stall (503, metrics, one log line), triggers the watchdog and stops feeding it', async () => {
     const { s, n } = await start('2');
     hang = spawn('python3', [HANG, String(s.child.pid), '120'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -133,7 +162,7 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
         .filter((l) => l.includes('"msg":"stalled"')),
     ).toHaveLength(1);
     sse.close();
-  });
+  }, 60_000);
 
   it('a long healthy generation (2,000 tokens) is never stalled, and its watchdog beats on', async () => {
     const { s, n } = await start('1');
