@@ -11,5 +11,6 @@ export * from './http-client.js';
 export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
+export * from './options.js';
 export * from './proc.js';
 export * from './sd-notify.js';

@@ -15,4 +15,5 @@ export { terminalSafe } from '../terminal.js';
 export { cliExitCode, runCli, stopOnSignals } from './cli.js';
 export * from './flags.js';
 export * from './fs.js';
+export * from './options.js';
 export { sleep } from './proc.js';
