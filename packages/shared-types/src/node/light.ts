@@ -8,7 +8,9 @@
 
 export { ConfigError, VigilError } from '../errors.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
-export { lineTime } from '../log.js';
+export { MESSAGING_LIMITS } from '../limits.js';
+export { lineTime, SERVICE_LOG_LEVELS, type ServiceLogLevel } from '../log.js';
+export { RELAY_REFUSED_METHODS } from '../messaging.js';
 export * from '../net.js';
 export { ExitCode } from '../process.js';
 export { terminalSafe } from '../terminal.js';

@@ -9,9 +9,10 @@
  * `--help` and by `vigil status`, which must start without loading zod (see light.ts).
  * The contracts depend on no CLI library: commander is reached through the command it is given.
  */
+import { ConfigError } from '../errors.js';
 import { formatHostPort, type HostPort, parseListen } from '../net.js';
 import { envVarFor } from '../process.js';
-import { collectFlag, FlagValueError, flagParser, listFlag, type OptionValues, secondsFlag } from './flags.js';
+import { collectFlag, flagParser, listFlag, type OptionValues, secondsFlag } from './flags.js';
 
 /** One option of a binary. */
 export interface OptionSpec<T = unknown> {
@@ -120,7 +121,9 @@ const nullable =
 /** Adds the table's options to a command: environment fallback, parser, choices, default in the help. */
 export function addOptions<C extends CommandLike>(cmd: C, table: OptionTable): C {
   for (const [name, spec] of Object.entries(table.specs)) {
-    let option = cmd.createOption(flagsOf(name, spec), spec.help);
+    // commander shows a default only with a value: one chosen at run time is told in the text.
+    const told = spec.default === undefined && spec.defaultHelp !== undefined ? ` (default: ${spec.defaultHelp})` : '';
+    let option = cmd.createOption(flagsOf(name, spec), `${spec.help}${told}`);
     const env = envOf(table, name);
     if (env) option = option.env(env);
     if (spec.choices) option = option.choices(spec.choices);
@@ -132,21 +135,26 @@ export function addOptions<C extends CommandLike>(cmd: C, table: OptionTable): C
     }
     if (spec.default !== undefined)
       option = option.default(spec.default, spec.defaultHelp ?? formatOption(spec, spec.default));
-    else if (spec.defaultHelp !== undefined) option = option.default(undefined, spec.defaultHelp);
     if (spec.required) option = option.makeOptionMandatory();
     cmd.addOption(option as never);
   }
   return cmd;
 }
 
-/** A value parsed outside commander: its error names the flag as commander's would. */
+/** A switch from the environment: 1/true/yes/on, or 0/false/no/off/empty; anything else is bad usage. */
+function envSwitch(name: string): boolean {
+  const v = (process.env[name] ?? '').trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new ConfigError(`${name}: expected 1 or 0 (true/false, yes/no), got ${JSON.stringify(process.env[name])}`);
+}
+
+/** A value parsed outside commander: its error names the flag as commander's would (exit 78). */
 function parseNamed(name: string, spec: OptionSpec, text: string): unknown {
   try {
     return spec.parse ? spec.parse(text) : text;
   } catch (err) {
-    throw new FlagValueError(
-      `option '${flagsOf(name, spec)}' argument '${text}' is invalid. ${(err as Error).message}`,
-    );
+    throw new ConfigError(`option '${flagsOf(name, spec)}' argument '${text}' is invalid. ${(err as Error).message}`);
   }
 }
 
@@ -161,7 +169,10 @@ export function readOptions<T extends OptionTable>(cmd: OptionValues, table: T):
     } else {
       value = cmd.getOptionValue(attr);
       if (value === NULL) value = null;
-      if (spec.arg === undefined) value = value === true;
+      if (spec.arg === undefined) {
+        const env = envOf(table, name);
+        value = cmd.getOptionValueSource(attr) === 'env' && env ? envSwitch(env) : value === true;
+      }
     }
     out[keyOf(name, spec)] = value;
   }
