@@ -34,6 +34,8 @@ export interface OptionSpec<T = unknown> {
   /** Given once per value; the values are a list (from the environment: split on commas and spaces). */
   readonly repeatable?: boolean;
   readonly required?: boolean;
+  /** Options this one cannot be given with. */
+  readonly conflicts?: readonly string[];
   /** The field of the typed values (and of the service's config); default: the flag in camelCase. */
   readonly key?: string;
   /** The environment variable; default BIN_FLAG (BIN_COMMAND_FLAG for a subcommand); false: none. */
@@ -99,6 +101,7 @@ interface OptionLike {
   argParser(fn: (value: string, previous: never) => unknown): OptionLike;
   choices(values: readonly string[]): OptionLike;
   makeOptionMandatory(mandatory?: boolean): OptionLike;
+  conflicts(names: string[]): OptionLike;
 }
 
 /** What of commander's Command the table uses (duck-typed). */
@@ -136,6 +139,7 @@ export function addOptions<C extends CommandLike>(cmd: C, table: OptionTable): C
     if (spec.default !== undefined)
       option = option.default(spec.default, spec.defaultHelp ?? formatOption(spec, spec.default));
     if (spec.required) option = option.makeOptionMandatory();
+    if (spec.conflicts) option = option.conflicts([...spec.conflicts]);
     cmd.addOption(option as never);
   }
   return cmd;
