@@ -12,6 +12,7 @@ import {
   listenOption,
   MESSAGING_LIMITS,
   millisOption,
+  type OptionSpecs,
   SERVICE_LOG_LEVELS,
   secondsFlag,
 } from '@vigil/shared-types/light';
@@ -40,7 +41,8 @@ const ipAddress = (text: string): string => {
   return text;
 };
 
-export const SIGNAL_DAEMON_OPTIONS = defineOptions('signal-daemon', {
+/** The account, its backend, its listeners and limits. */
+const SERVING = {
   account: { short: '-a', arg: '<number>', help: 'the account to serve, E.164 (e.g. +15550000001)', required: true },
   backend: {
     arg: '<kind>',
@@ -109,6 +111,10 @@ export const SIGNAL_DAEMON_OPTIONS = defineOptions('signal-daemon', {
   },
   'allow-non-loopback': { help: 'allow listening on addresses other than loopback' },
   'profile-name': { arg: '<name>', help: 'the name other accounts see', defaultHelp: 'the number' },
+} as const satisfies OptionSpecs;
+
+/** What is kept and given (retention, held messages, consumers), time limits and the log. */
+const KEEPING = {
   'retention-hours': {
     arg: '<n>',
     help: 'keep incoming messages for SSE replay this long',
@@ -207,7 +213,9 @@ export const SIGNAL_DAEMON_OPTIONS = defineOptions('signal-daemon', {
   },
   'log-level': { arg: '<level>', help: 'error, warn, info or debug', choices: SERVICE_LOG_LEVELS, default: 'info' },
   'log-file': { arg: '<file>', help: 'append the JSON log here', defaultHelp: 'stdout' },
-});
+} as const satisfies OptionSpecs;
+
+export const SIGNAL_DAEMON_OPTIONS = defineOptions('signal-daemon', { ...SERVING, ...KEEPING });
 
 /** The per-source cap when none is given: 256, at most half of the global cap. */
 export const PER_SOURCE_DEFAULT = 256;
