@@ -7,9 +7,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
-import type { OptionTable } from '@vigil/shared-types/node';
 import { GUARDIAN_OPTIONS, GUARDIAN_STATUS_OPTIONS } from '../packages/guardian/src/options.js';
 import { HEALTH_CHECK_OPTIONS } from '../packages/health-check/src/options.js';
+import {
+  CERTS_OPTIONS,
+  KEYGEN_OPTIONS,
+  MAKE_MODEL_OPTIONS,
+  MANIFEST_OPTIONS,
+} from '../packages/inference-server/src/cli-options.js';
+import { INFERENCE_SERVE_OPTIONS } from '../packages/inference-server/src/options.js';
+import type { OptionTable } from '../packages/shared-types/src/node/options.js';
 import { SIGNAL_DAEMON_OPTIONS } from '../packages/signal-daemon/src/options.js';
 import { TCP_RELAY_OPTIONS } from '../packages/tcp-relay/src/options.js';
 
@@ -28,6 +35,11 @@ const DOCUMENTED: readonly Documented[] = [
   { pkg: 'tcp-relay', tables: [TCP_RELAY_OPTIONS] },
   { pkg: 'health-check', tables: [HEALTH_CHECK_OPTIONS] },
   { pkg: 'guardian', tables: [GUARDIAN_OPTIONS, GUARDIAN_STATUS_OPTIONS] },
+  { pkg: 'inference-server', section: 'serve', tables: [INFERENCE_SERVE_OPTIONS] },
+  { pkg: 'inference-server', section: 'make-model', tables: [MAKE_MODEL_OPTIONS] },
+  { pkg: 'inference-server', section: 'certs', tables: [CERTS_OPTIONS] },
+  { pkg: 'inference-server', section: 'manifest', tables: [MANIFEST_OPTIONS] },
+  { pkg: 'inference-server', section: 'keygen', tables: [KEYGEN_OPTIONS] },
 ];
 
 /** Flags every binary has from commander, not from a table. */
