@@ -18,6 +18,7 @@ import {
 import { INFERENCE_SERVE_OPTIONS } from '../packages/inference-server/src/options.js';
 import type { OptionTable } from '../packages/shared-types/src/node/options.js';
 import { SIGNAL_DAEMON_OPTIONS } from '../packages/signal-daemon/src/options.js';
+import { STACK_OPTIONS } from '../packages/stack/src/config.js';
 import { TCP_RELAY_OPTIONS } from '../packages/tcp-relay/src/options.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -40,6 +41,7 @@ const DOCUMENTED: readonly Documented[] = [
   { pkg: 'inference-server', section: 'certs', tables: [CERTS_OPTIONS] },
   { pkg: 'inference-server', section: 'manifest', tables: [MANIFEST_OPTIONS] },
   { pkg: 'inference-server', section: 'keygen', tables: [KEYGEN_OPTIONS] },
+  { pkg: 'stack', section: '`vigil start`', tables: [STACK_OPTIONS] },
 ];
 
 /** Flags every binary has from commander, not from a table. */

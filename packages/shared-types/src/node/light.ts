@@ -7,6 +7,7 @@
  */
 
 export { ConfigError, VigilError } from '../errors.js';
+export { GUARDIAN_DEFAULTS } from '../guardian.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
 export { MESSAGING_LIMITS } from '../limits.js';
 export { lineTime, SERVICE_LOG_LEVELS, type ServiceLogLevel } from '../log.js';
