@@ -76,7 +76,7 @@ const SERVING = {
     arg: '<s>',
     key: 'callTimeoutMs',
     help: 'signal-cli backend: a call not answered in this time fails with -3',
-    ...millisOption(1),
+    ...millisOption(0.001),
     default: 60_000,
   },
   http: { arg: '<addr>', help: 'HTTP listener HOST:PORT, or off', ...listenOption, default: DAEMON_HTTP },
@@ -175,7 +175,7 @@ const KEEPING = {
     arg: '<s>',
     key: 'linkTimeoutMs',
     help: 'how long finishLink waits for a primary device',
-    ...millisOption(1),
+    ...millisOption(0.001),
     default: 60_000,
   },
   'shutdown-grace': {
