@@ -24,6 +24,7 @@ const TABLE = defineOptions('demo', {
   'link-timeout': { arg: '<s>', key: 'linkTimeoutMs', help: 'wait this long', ...millisOption(1), default: 60_000 },
   mode: { arg: '<mode>', help: 'on-start or manual', choices: ['on-start', 'manual'] as const, default: 'on-start' },
   origin: { arg: '<origin>', key: 'origins', help: 'an origin (repeatable)', repeatable: true },
+  source: { arg: '<ip>', key: 'sources', help: 'a source (repeatable)', repeatable: true, default: ['127.0.0.2'] },
   'allow-non-loopback': { help: 'allow other addresses' },
 });
 
@@ -54,6 +55,7 @@ describe('defineOptions', () => {
       linkTimeoutMs: 60_000,
       mode: 'on-start',
       origins: [],
+      sources: ['127.0.0.2'],
       allowNonLoopback: false,
     });
     const r = parse([
@@ -69,6 +71,8 @@ describe('defineOptions', () => {
       'http://a',
       '--origin',
       'http://b',
+      '--source',
+      '10.0.0.2',
       '--allow-non-loopback',
     ]);
     expect(r.values).toMatchObject({
@@ -76,6 +80,7 @@ describe('defineOptions', () => {
       maxBatch: 7,
       linkTimeoutMs: 1500,
       origins: ['http://a', 'http://b'],
+      sources: ['10.0.0.2'],
       allowNonLoopback: true,
     });
   });
@@ -120,6 +125,7 @@ describe('defineOptions', () => {
       linkTimeoutMs: 60_000,
       mode: 'on-start',
       origins: [],
+      sources: ['127.0.0.2'],
       allowNonLoopback: false,
     });
     expect(optionProblem(TABLE, { maxBatch: 5, linkTimeoutMs: 1500 })).toBeUndefined();

@@ -124,8 +124,11 @@ const nullable =
 /** Adds the table's options to a command: environment fallback, parser, choices, default in the help. */
 export function addOptions<C extends CommandLike>(cmd: C, table: OptionTable): C {
   for (const [name, spec] of Object.entries(table.specs)) {
-    // commander shows a default only with a value: one chosen at run time is told in the text.
-    const told = spec.default === undefined && spec.defaultHelp !== undefined ? ` (default: ${spec.defaultHelp})` : '';
+    // commander shows a default only with a value it sets: one chosen at run time, or a list's
+    // (commander would add the values given to it), is told in the text.
+    const list = spec.repeatable && spec.default !== undefined ? (spec.default as unknown[]).join(', ') : undefined;
+    const shown = spec.default === undefined || spec.repeatable ? (spec.defaultHelp ?? list) : undefined;
+    const told = shown === undefined ? '' : ` (default: ${shown})`;
     let option = cmd.createOption(flagsOf(name, spec), `${spec.help}${told}`);
     const env = envOf(table, name);
     if (env) option = option.env(env);
@@ -136,7 +139,7 @@ export function addOptions<C extends CommandLike>(cmd: C, table: OptionTable): C
     } else if (spec.parse) {
       option = option.argParser(nullable(spec.parse));
     }
-    if (spec.default !== undefined)
+    if (spec.default !== undefined && !spec.repeatable)
       option = option.default(spec.default, spec.defaultHelp ?? formatOption(spec, spec.default));
     if (spec.required) option = option.makeOptionMandatory();
     if (spec.conflicts) option = option.conflicts([...spec.conflicts]);
@@ -169,7 +172,8 @@ export function readOptions<T extends OptionTable>(cmd: OptionValues, table: T):
     const attr = camel(name);
     let value: unknown;
     if (spec.repeatable) {
-      value = listFlag(cmd, attr).map((text) => parseNamed(name, spec, text));
+      const given = listFlag(cmd, attr).map((text) => parseNamed(name, spec, text));
+      value = given.length === 0 && spec.default !== undefined ? spec.default : given;
     } else {
       value = cmd.getOptionValue(attr);
       if (value === NULL) value = null;
