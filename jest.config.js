@@ -14,6 +14,7 @@ export default {
     '^@vigil/shared-types/node$': '<rootDir>/packages/shared-types/src/node/index.ts',
     '^@vigil/shared-types/light$': '<rootDir>/packages/shared-types/src/node/light.ts',
     '^@vigil/([a-z-]+)$': '<rootDir>/packages/$1/src/index.ts',
+    '^@vigil/([a-z-]+)/options$': '<rootDir>/packages/$1/src/options.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

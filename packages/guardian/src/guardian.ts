@@ -4,7 +4,7 @@
  * (service manager, lock file, alerts), writes the events and keeps the state file.
  */
 import { dirname } from 'node:path';
-import { exitCodeFor, findFatalPattern, isSuccessLogLine, jsonLogLine } from '@vigil/shared-types';
+import { exitCodeFor, jsonLogLine } from '@vigil/shared-types';
 import {
   appendFileNoFollow,
   ensureDir,
@@ -18,12 +18,11 @@ import {
 import type { BackendConfig, GuardianConfig } from './config.js';
 import { NotConfiguredError, StateFileError } from './errors.js';
 import { checkIntegrity, type IntegrityResult } from './integrity.js';
-import { endPosition, readNewLines } from './logreader.js';
+import { endPosition } from './logreader.js';
 import {
   type Action,
   type Decision,
   decide,
-  type FatalFinding,
   type GuardianEvent,
   type MachineConfig,
   machineConfigOf,
@@ -32,6 +31,7 @@ import {
 } from './machine.js';
 import { alertCounter, MetricsWriter } from './metrics.js';
 import { Notifier } from './notify.js';
+import { observeTick } from './observe.js';
 import { Prober } from './probe.js';
 import { freshState, StateFile, type StateFileData } from './state-file.js';
 import { alertingFromEvents, clearForeignLock, moveAside } from './state-recovery.js';
@@ -47,7 +47,6 @@ export interface GuardianOptions {
 }
 
 const nowS = () => Date.now() / 1000;
-const LINE_CHARS = 500;
 
 export class Guardian {
   readonly machineConfig: MachineConfig;
@@ -94,7 +93,7 @@ export class Guardian {
     await this.notifier.ping('start');
     let code = 0;
     try {
-      const exit = await this.locked(async (data) => this.drive(data, await this.observeTick(data), signal));
+      const exit = await this.locked(async (data) => this.drive(data, await observeTick(this.config, data), signal));
       code = exit ?? 0;
       return exit;
     } catch (err) {
@@ -317,60 +316,6 @@ export class Guardian {
     }
   }
 
-  // ---- observing ----------------------------------------------------------------------------
-
-  private async observeTick(data: StateFileData): Promise<Observation> {
-    const c = this.config;
-    const now = nowS();
-    const lock = fileExists(c.lockFile);
-    let fatal: FatalFinding | null = null;
-    if (c.primary.log) {
-      const r = await this.readLog(c.primary.log, data, 'primary');
-      for (const line of r.lines) {
-        // A log seen for the first time: only what it said in the last recentLogS counts.
-        if (r.first && line.at < now - c.recentLogS) continue;
-        const pattern = findFatalPattern(line.text);
-        if (pattern !== null) {
-          fatal = { pattern, line: excerptLine(line.text) };
-          break;
-        }
-      }
-    }
-    // Each completion of ours accounts for one success line (timestamps may be whole seconds).
-    const own = [...data.ownProbes];
-    const mine = (at: number, target: Target) => {
-      const i = own.findIndex(([start, end, t]) => t === target && at >= start - 1 && at <= end + 1);
-      if (i >= 0) own.splice(i, 1);
-      return i >= 0;
-    };
-    const access: [Target, string | undefined][] = [
-      ['primary', c.primary.accessLog],
-      ['fallback', c.fallback?.accessLog],
-    ];
-    for (const [target, path] of access) {
-      if (!path) continue;
-      const r = await this.readLog(path, data, `access:${target}`);
-      for (const line of r.lines) {
-        if (!isSuccessLogLine(line.text) || mine(line.at, target)) continue;
-        if (data.lastSuccessAt === null || line.at > data.lastSuccessAt) data.lastSuccessAt = line.at;
-      }
-    }
-    data.ownProbes = own.filter(([, end]) => now - end < Math.max(c.busyWindowS, c.intervalS) + 60);
-    return { type: 'tick', lock, fatal, lastSuccessAt: data.lastSuccessAt };
-  }
-
-  private async readLog(path: string, data: StateFileData, key: string) {
-    try {
-      const r = await readNewLines(path, data.logs[key] ?? null);
-      data.logs[key] = r.position;
-      return r;
-    } catch (err) {
-      // Unreadable (permissions): nothing seen this time; the probes still run.
-      process.stderr.write(`guardian: cannot read ${path}: ${(err as Error).message}\n`);
-      return { lines: [], first: false };
-    }
-  }
-
   private integrity(): Promise<IntegrityResult> {
     const p = this.config.primary;
     return checkIntegrity(
@@ -415,9 +360,4 @@ export class Guardian {
     // Never through a symbolic link (the file's or its directory's).
     appendFileNoFollow(file, `${lines.join('\n')}\n`, 0o640);
   }
-}
-
-function excerptLine(text: string): string {
-  const one = text.trim();
-  return one.length > LINE_CHARS ? `${one.slice(0, LINE_CHARS - 1)}…` : one;
 }

@@ -1,42 +1,20 @@
-import { FlagValueError, flagParser, HealthExit, runCli } from '@vigil/shared-types/light';
-import { Command, CommanderError, Option } from 'commander';
-import type { Options } from './main.js';
+import { addOptions, HealthExit, readOptions, runCli } from '@vigil/shared-types/light';
+import { Command, CommanderError } from 'commander';
+import { HEALTH_CHECK_OPTIONS } from './options.js';
 import { BIN, VERSION } from './version.js';
 
 /** The run itself, with what it needs (the configuration schemas among them), loaded when needed. */
 const run = () => import('./main.js');
 
-/** An http:// or https:// URL (a flag's value). */
-function httpUrl(text: string): string {
-  let url: URL | null = null;
-  try {
-    url = new URL(text);
-  } catch {
-    // said below
-  }
-  if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
-    throw new FlagValueError(`expected an http:// or https:// URL, got "${text}"`);
-  return text;
-}
-
-const program = new Command(BIN)
-  .description('Check the messaging side and its consumer pipeline; repair with --fix.')
-  .version(VERSION, '-V, --version', 'print the version and exit')
-  .helpOption('-h, --help', 'print this help and exit')
-  .option('--fix', 'repair what a machine can, then check again')
-  .addOption(new Option('--json', 'print one machine-readable JSON report').conflicts(['nagios']))
-  .addOption(
-    new Option('--nagios', 'print one Nagios plugin line: VIGIL OK|WARNING|CRITICAL|UNKNOWN - summary | perfdata'),
-  )
-  .addOption(new Option('--quiet', 'print nothing (the health log is written all the same)').conflicts(['nagios']))
-  .addOption(new Option('--config <file>', 'the configuration file (JSON)').env('HEALTH_CHECK_CONFIG'))
-  .addOption(
-    new Option('--ping <url>', "a dead-man's switch: URL/start when the run starts, then URL or URL/<exit code>")
-      .env('HEALTH_CHECK_PING')
-      .argParser(flagParser(httpUrl)),
-  )
+const program = addOptions(
+  new Command(BIN)
+    .description('Check the messaging side and its consumer pipeline; repair with --fix.')
+    .version(VERSION, '-V, --version', 'print the version and exit')
+    .helpOption('-h, --help', 'print this help and exit'),
+  HEALTH_CHECK_OPTIONS,
+)
   .exitOverride()
-  .action(async (o: Options) => (await run()).main(o));
+  .action(async () => (await run()).main(readOptions(program, HEALTH_CHECK_OPTIONS)));
 
 await runCli(BIN, async () => {
   try {

@@ -7,17 +7,11 @@ import { type HealthConfig, loadConfig } from './config.js';
 import { NotRunError } from './errors.js';
 import { nagiosLine, nagiosUnknown } from './nagios.js';
 import { alertOnReport, type Note, Pinger } from './notify.js';
+import type { Options } from './options.js';
 import { appendReport, formatReport, runChecks } from './run.js';
 import { BIN } from './version.js';
 
-export interface Options {
-  fix?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-  nagios?: boolean;
-  config?: string;
-  ping?: string;
-}
+export type { Options };
 
 /**
  * The check could not run (exit 3): said on stderr as `health-check: message (hint)` by runCli,
@@ -32,7 +26,7 @@ function notRun(err: unknown, o: Options): void {
  * A run that could not run: with --json (and not --quiet) `{"error", "exitCode": 3}` on stdout,
  * with --nagios the plugin's UNKNOWN line.
  */
-export function printNotRun(message: string, o: Options): void {
+export function printNotRun(message: string, o: Pick<Options, 'json' | 'quiet' | 'nagios'>): void {
   if (o.quiet) return;
   // A Nagios runner reads the plugin line, whatever else the command line says.
   if (o.nagios) process.stdout.write(nagiosUnknown(message));

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeError, ExitCode, type HostPort } from '@vigil/shared-types';
+import { describeError, ExitCode } from '@vigil/shared-types';
 import {
-  collectFlag,
+  addOptions,
   ensureDir,
-  listFlag,
   PRIVATE_DIR,
   PRIVATE_FILE,
+  readOptions,
   runCli,
   serviceNotifier,
   stopOnSignals,
@@ -14,20 +14,13 @@ import {
 } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import { generateCerts } from './certs.js';
-import { addServeOptions, BIN, int, opt } from './cli-options.js';
-import type { GpuChoice } from './config.js';
+import { BIN, CERTS_OPTIONS, KEYGEN_OPTIONS, MAKE_MODEL_OPTIONS, MANIFEST_OPTIONS } from './cli-options.js';
+import { serverOptionsFromFlags } from './config.js';
 import { ConfigError } from './errors.js';
-import {
-  makeModel,
-  PRESET_NAMES,
-  PRESETS,
-  type PresetName,
-  parameterCount,
-  WEIGHT_TYPES,
-  type WeightType,
-} from './gguf/index.js';
-import { createLogger, type Logger, type LogLevel } from './logger.js';
+import { makeModel } from './gguf/index.js';
+import { createLogger, type Logger } from './logger.js';
 import { createManifest, generateSigningKey, writeManifest } from './manifest.js';
+import { INFERENCE_SERVE_OPTIONS } from './options.js';
 import { type ServerHandle, start } from './server.js';
 import { VERSION } from './version.js';
 
@@ -68,14 +61,16 @@ const program = new Command(BIN)
   .showHelpAfterError(false)
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
-addServeOptions(
+addOptions(
   program
     .command('serve')
     .description('serve the model on HTTP (default 127.0.0.1:1337) and, with certificates, mutual TLS (:1338)'),
-).action(async (o, cmd: Command) => {
-  const logger = createLogger({ level: o.logLevel as LogLevel, file: o.logFile, service: BIN });
+  INFERENCE_SERVE_OPTIONS,
+).action(async (_o, cmd: Command) => {
+  const o = readOptions(cmd, INFERENCE_SERVE_OPTIONS);
+  const logger = createLogger({ level: o.logLevel, file: o.logFile, service: BIN });
   exitOnFatal(logger);
-  const graceMs = Math.round((o.shutdownGrace as number) * 1000);
+  const graceMs = o.shutdownGraceMs;
   let stopping = false;
   let started!: { resolve(s: ServerHandle): void; reject(err: unknown): void };
   const server$ = new Promise<ServerHandle>((resolve, reject) => {
@@ -107,46 +102,7 @@ addServeOptions(
   );
   let server: ServerHandle;
   try {
-    server = await start({
-      model: o.model,
-      modelIds: listFlag(cmd, 'modelId'),
-      http: o.http as HostPort | null,
-      ...(o.mtls !== undefined ? { mtls: o.mtls as HostPort | null } : {}),
-      tlsCert: o.tlsCert ?? null,
-      tlsKey: o.tlsKey ?? null,
-      tlsCa: o.tlsCa ?? null,
-      gpu: o.gpu as GpuChoice,
-      ...(o.threads !== undefined ? { threads: o.threads } : {}),
-      ...(o.batchThreads !== undefined ? { batchThreads: o.batchThreads } : {}),
-      workerNice: o.workerNice,
-      stateCacheMib: o.stateCacheMib,
-      ...(o.stateCacheDir !== undefined ? { stateCacheDir: o.stateCacheDir } : {}),
-      parallel: o.parallel,
-      contextSize: o.contextSize ?? null,
-      maxQueue: o.maxQueue,
-      requestTimeoutMs: Math.round((o.requestTimeout as number) * 1000),
-      shutdownGraceMs: graceMs,
-      manifest: o.manifest ?? null,
-      manifestKey: o.manifestKey ?? null,
-      accessLog: o.accessLog ?? null,
-      maxBodyBytes: o.maxBodyBytes,
-      allowNonLoopback: o.allowNonLoopback === true,
-      allowOrigins: listFlag(cmd, 'allowOrigin'),
-      apiKeyFile: o.apiKeyFile ?? null,
-      maxN: o.maxN,
-      strictTools: o.strictTools === true,
-      grammarTimeoutMs: Math.round((o.grammarTimeout as number) * 1000),
-      grammarMemoryMb: o.grammarMemory,
-      inputLimits: {
-        maxSchemaBranches: o.maxSchemaBranches,
-        maxEnumValues: o.maxEnumValues,
-        maxSchemaBytes: o.maxSchemaBytes,
-      },
-      sseKeepAliveMs: Math.round((o.sseKeepalive as number) * 1000),
-      stallAfterMs: Math.round((o.stallAfter as number) * 1000),
-      minPromptRate: o.minPromptRate as number,
-      logger,
-    });
+    server = await start(serverOptionsFromFlags(o, logger));
   } catch (err) {
     started.reject(err);
     if (stopping) return; // the signal's shutdown reports it
@@ -166,108 +122,76 @@ addServeOptions(
   }
 });
 
-program
-  .command('make-model')
-  .description('write a GGUF llama model with deterministic pseudo-random weights (same seed, same bytes)')
-  .addOption(opt('-o, --out <file>', 'the GGUF file to write', 'make-model').makeOptionMandatory())
-  .addOption(
-    opt(
-      '--preset <name>',
-      `model size: ${PRESET_NAMES.map((p) => `${p} (${fmtParams(parameterCount(PRESETS[p]))})`).join(', ')}`,
-      'make-model',
-    )
-      .choices(PRESET_NAMES)
-      .default('tiny'),
-  )
-  .addOption(opt('--seed <n>', 'seed of the pseudo-random weights', 'make-model').argParser(int(0)).default(1))
-  .addOption(opt('--type <type>', 'weight type', 'make-model').choices(WEIGHT_TYPES).default('f16'))
-  .addOption(opt('--end-answers', 'a model that ends every answer at once (agent smoke tests)', 'make-model'))
-  .addOption(opt('--force', 'replace the file if it exists', 'make-model'))
-  .action(async (o) => {
-    if (existsSync(o.out) && !o.force) throw new ConfigError(`${o.out} exists: use --force to replace it`);
-    const progress = progressReporter(`${o.preset} ${o.type}`);
-    try {
-      const r = await makeModel({
-        out: o.out,
-        preset: o.preset as PresetName,
-        seed: o.seed,
-        type: o.type as WeightType,
-        endAnswers: o.endAnswers === true,
-        onProgress: progress.update,
-      });
-      process.stdout.write(`${JSON.stringify(r)}\n`);
-    } finally {
-      progress.done();
-    }
-  });
-
-program
-  .command('certs')
-  .description('write a CA, a server certificate (localhost, 127.0.0.1, ::1) and a client certificate for --mtls')
-  .addOption(opt('-o, --out <dir>', 'directory for the PEM files (created 0700)', 'certs').makeOptionMandatory())
-  .addOption(opt('--days <n>', 'validity in days', 'certs').argParser(int(1)).default(825))
-  .addOption(
-    opt('--host <name>', 'another name or address for the server certificate (repeatable)', 'certs').argParser(
-      collectFlag,
-    ),
-  )
-  .addOption(opt('--client-name <cn>', "the client certificate's common name", 'certs').default('vigil-client'))
-  .addOption(opt('--force', 'replace existing files', 'certs'))
-  .action(async (o, cmd: Command) => {
-    const r = await generateCerts({
+addOptions(
+  program
+    .command('make-model')
+    .description('write a GGUF llama model with deterministic pseudo-random weights (same seed, same bytes)'),
+  MAKE_MODEL_OPTIONS,
+).action(async (_o, cmd: Command) => {
+  const o = readOptions(cmd, MAKE_MODEL_OPTIONS);
+  if (existsSync(o.out) && !o.force) throw new ConfigError(`${o.out} exists: use --force to replace it`);
+  const progress = progressReporter(`${o.preset} ${o.type}`);
+  try {
+    const r = await makeModel({
       out: o.out,
-      days: o.days,
-      hosts: listFlag(cmd, 'host'),
-      clientName: o.clientName,
-      force: o.force === true,
+      preset: o.preset,
+      seed: o.seed,
+      type: o.type,
+      endAnswers: o.endAnswers,
+      onProgress: progress.update,
     });
-    process.stdout.write(`${JSON.stringify(r.files)}\n`);
-  });
+    process.stdout.write(`${JSON.stringify(r)}\n`);
+  } finally {
+    progress.done();
+  }
+});
 
-program
-  .command('manifest')
-  .description('write a sha256 manifest of the model (optionally signed with an ed25519 key)')
-  .addOption(
-    opt('-m, --model <file>', 'model file to list (repeatable)', 'manifest')
-      .argParser(collectFlag)
-      .makeOptionMandatory(),
-  )
-  .addOption(opt('-o, --out <file>', 'the manifest to write', 'manifest').makeOptionMandatory())
-  .addOption(opt('--sign <keyfile>', 'sign with this ed25519 private key (PEM; see keygen)', 'manifest'))
-  .action(async (o, cmd: Command) => {
-    const models = listFlag(cmd, 'model');
-    for (const m of models) if (!existsSync(m)) throw new ConfigError(`model file not found: ${m}`);
-    if (o.sign && !existsSync(o.sign)) throw new ConfigError(`key file not found: ${o.sign}`);
-    try {
-      const manifest = await createManifest(models, o.sign);
-      await writeManifest(o.out, manifest);
-      process.stdout.write(`${JSON.stringify({ out: o.out, files: manifest.files, signed: !!manifest.signature })}\n`);
-    } catch (err) {
-      throw new ConfigError((err as Error).message);
-    }
-  });
+addOptions(
+  program
+    .command('certs')
+    .description('write a CA, a server certificate (localhost, 127.0.0.1, ::1) and a client certificate for --mtls'),
+  CERTS_OPTIONS,
+).action(async (_o, cmd: Command) => {
+  const r = await generateCerts(readOptions(cmd, CERTS_OPTIONS));
+  process.stdout.write(`${JSON.stringify(r.files)}\n`);
+});
 
-program
-  .command('keygen')
-  .description('write an ed25519 key pair for signing manifests: manifest-key.pem (0600) and manifest-key.pub.pem')
-  .addOption(opt('-o, --out <dir>', 'directory for the two PEM files', 'keygen').makeOptionMandatory())
-  .addOption(opt('--force', 'replace existing files', 'keygen'))
-  .action(async (o) => {
-    const priv = join(o.out, 'manifest-key.pem');
-    const pub = join(o.out, 'manifest-key.pub.pem');
-    if (!o.force && (existsSync(priv) || existsSync(pub))) {
-      throw new ConfigError(`${priv} exists: use --force to replace it`);
-    }
-    ensureDir(o.out, PRIVATE_DIR);
-    const k = generateSigningKey();
-    writeFileAtomic(priv, k.privateKey, { mode: PRIVATE_FILE });
-    writeFileAtomic(pub, k.publicKey, { mode: 0o644 });
-    process.stdout.write(`${JSON.stringify({ privateKey: priv, publicKey: pub })}\n`);
-  });
+addOptions(
+  program
+    .command('manifest')
+    .description('write a sha256 manifest of the model (optionally signed with an ed25519 key)'),
+  MANIFEST_OPTIONS,
+).action(async (_o, cmd: Command) => {
+  const { models, out, sign } = readOptions(cmd, MANIFEST_OPTIONS);
+  for (const m of models) if (!existsSync(m)) throw new ConfigError(`model file not found: ${m}`);
+  if (sign && !existsSync(sign)) throw new ConfigError(`key file not found: ${sign}`);
+  try {
+    const manifest = await createManifest(models, sign);
+    await writeManifest(out, manifest);
+    process.stdout.write(`${JSON.stringify({ out, files: manifest.files, signed: !!manifest.signature })}\n`);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+});
 
-function fmtParams(n: number): string {
-  return n >= 1e9 ? `${(n / 1e9).toFixed(1)}B` : n >= 1e6 ? `${Math.round(n / 1e6)}M` : `${Math.round(n / 1e3)}K`;
-}
+addOptions(
+  program
+    .command('keygen')
+    .description('write an ed25519 key pair for signing manifests: manifest-key.pem (0600) and manifest-key.pub.pem'),
+  KEYGEN_OPTIONS,
+).action(async (_o, cmd: Command) => {
+  const o = readOptions(cmd, KEYGEN_OPTIONS);
+  const priv = join(o.out, 'manifest-key.pem');
+  const pub = join(o.out, 'manifest-key.pub.pem');
+  if (!o.force && (existsSync(priv) || existsSync(pub))) {
+    throw new ConfigError(`${priv} exists: use --force to replace it`);
+  }
+  ensureDir(o.out, PRIVATE_DIR);
+  const k = generateSigningKey();
+  writeFileAtomic(priv, k.privateKey, { mode: PRIVATE_FILE });
+  writeFileAtomic(pub, k.publicKey, { mode: 0o644 });
+  process.stdout.write(`${JSON.stringify({ privateKey: priv, publicKey: pub })}\n`);
+});
 
 /** A progress bar on a terminal; otherwise a line at every quarter. Silent for small files. */
 function progressReporter(label: string): { update: (written: number, total: number) => void; done: () => void } {

@@ -1,15 +1,16 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { basename } from 'node:path';
-import { type HostPort, INFERENCE_HTTP, INFERENCE_MTLS, isLoopbackHost } from '@vigil/shared-types';
+import { type HostPort, INFERENCE_MTLS, isLoopbackHost } from '@vigil/shared-types';
+import { defaultsOf, optionProblem } from '@vigil/shared-types/light';
 import { canonicalOrigin } from './browser.js';
 import { ConfigError } from './errors.js';
 import { DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import type { Logger } from './logger.js';
+import { GPU_CHOICES, type GpuChoice, INFERENCE_SERVE_OPTIONS, type ServeFlags } from './options.js';
 import { defaultStateDir } from './state-cache.js';
 
-export type GpuChoice = 'auto' | 'off' | 'metal' | 'cuda' | 'vulkan';
-export const GPU_CHOICES: readonly GpuChoice[] = ['auto', 'off', 'metal', 'cuda', 'vulkan'];
+export { GPU_CHOICES, type GpuChoice } from './options.js';
 
 export interface ServerConfig {
   /** The GGUF model file. */
@@ -86,27 +87,37 @@ export type ServerOptions = Partial<Omit<ServerConfig, 'model' | 'logger' | 'api
   readonly logger?: Logger;
 };
 
+/** The defaults: the flags' own (INFERENCE_SERVE_OPTIONS), and those of what is no flag. */
 export const DEFAULTS = {
-  http: INFERENCE_HTTP,
+  ...defaultsOf(INFERENCE_SERVE_OPTIONS),
   mtls: INFERENCE_MTLS,
-  gpu: 'auto' as GpuChoice,
-  parallel: 2,
-  maxQueue: 16,
-  requestTimeoutMs: 120_000,
-  shutdownGraceMs: 10_000,
-  maxBodyBytes: 4 * 1024 * 1024,
-  workerNice: 0,
-  maxN: 4,
-  sseKeepAliveMs: 5_000,
-  stateCacheMib: 1024,
-  grammarTimeoutMs: 2_000,
-  grammarMemoryMb: 256,
   grammarCacheBytes: 16 * 1024 * 1024,
-  stallAfterMs: 10_000,
-  minPromptRate: 10,
   /** Per-sequence context when the model's own is larger. */
   maxDefaultContextSize: 4096,
-} as const;
+} as Required<
+  Pick<
+    ServeFlags,
+    | 'http'
+    | 'gpu'
+    | 'parallel'
+    | 'maxQueue'
+    | 'requestTimeoutMs'
+    | 'shutdownGraceMs'
+    | 'maxBodyBytes'
+    | 'workerNice'
+    | 'maxN'
+    | 'sseKeepAliveMs'
+    | 'stateCacheMib'
+    | 'grammarTimeoutMs'
+    | 'grammarMemoryMb'
+    | 'stallAfterMs'
+    | 'minPromptRate'
+  >
+> & {
+  readonly mtls: HostPort;
+  readonly grammarCacheBytes: number;
+  readonly maxDefaultContextSize: number;
+};
 
 /** Physical CPU cores (Linux: distinct package/core ids in sysfs), else the logical count. */
 export function physicalCores(): number {
@@ -158,6 +169,12 @@ export function readApiKey(file: string): string {
   if (key === '') throw new ConfigError(`--api-key-file ${file}: the file is empty (one line: the key)`);
   if (/\s/.test(key)) throw new ConfigError(`--api-key-file ${file}: the key must not contain spaces`);
   return key;
+}
+
+/** `serve`'s typed flags → the options of `start()`. */
+export function serverOptionsFromFlags(flags: ServeFlags, logger: Logger): ServerOptions {
+  const { logLevel: _level, logFile: _file, maxSchemaBranches, maxEnumValues, maxSchemaBytes, ...rest } = flags;
+  return { ...rest, inputLimits: { maxSchemaBranches, maxEnumValues, maxSchemaBytes }, logger };
 }
 
 /** The input limits: the defaults, with these; each a positive integer. */
@@ -213,11 +230,13 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     if (c === null) throw new ConfigError(`--allow-origin ${o}: expected an origin such as http://localhost:3000`);
     return c;
   });
-  const positive = (name: string, v: number | null | undefined, min: number, def: number): number => {
-    const n = v ?? def;
-    if (!Number.isInteger(n) || n < min) throw new ConfigError(`${name} must be an integer of at least ${min}`);
-    return n;
-  };
+  // Values given in-process are checked as the flags are (the tables' parsers).
+  const problem = optionProblem(INFERENCE_SERVE_OPTIONS, { ...options, ...options.inputLimits });
+  if (problem) throw new ConfigError(`invalid ${problem}`);
+  const grammarCacheBytes = options.grammarCacheBytes ?? DEFAULTS.grammarCacheBytes;
+  if (!Number.isInteger(grammarCacheBytes) || grammarCacheBytes < 0) {
+    throw new ConfigError('grammar-cache-bytes must be an integer of at least 0');
+  }
   const config: ServerConfig = {
     model: options.model,
     modelIds,
@@ -227,39 +246,34 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     tlsKey,
     tlsCa,
     gpu: options.gpu ?? DEFAULTS.gpu,
-    threads: positive('threads', options.threads, 1, defaultThreads()),
+    threads: options.threads ?? defaultThreads(),
     // Given --threads alone: that many for every load. Neither: all physical cores for batches.
-    batchThreads: positive(
-      'batch-threads',
-      options.batchThreads,
-      1,
-      options.threads ?? Math.max(defaultThreads(), physicalCores()),
-    ),
-    parallel: positive('parallel', options.parallel, 1, DEFAULTS.parallel),
-    contextSize: options.contextSize ? positive('context-size', options.contextSize, 16, 0) : null,
-    maxQueue: positive('max-queue', options.maxQueue, 0, DEFAULTS.maxQueue),
-    requestTimeoutMs: positive('request-timeout', options.requestTimeoutMs, 1, DEFAULTS.requestTimeoutMs),
-    shutdownGraceMs: positive('shutdown-grace', options.shutdownGraceMs, 0, DEFAULTS.shutdownGraceMs),
+    batchThreads: options.batchThreads ?? options.threads ?? Math.max(defaultThreads(), physicalCores()),
+    parallel: options.parallel ?? DEFAULTS.parallel,
+    contextSize: options.contextSize || null,
+    maxQueue: options.maxQueue ?? DEFAULTS.maxQueue,
+    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULTS.requestTimeoutMs,
+    shutdownGraceMs: options.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
     manifest: options.manifest ?? null,
     manifestKey: options.manifestKey ?? null,
     accessLog: options.accessLog ?? null,
-    maxBodyBytes: positive('max-body-bytes', options.maxBodyBytes, 1024, DEFAULTS.maxBodyBytes),
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULTS.maxBodyBytes,
     allowNonLoopback,
     allowOrigins: [...new Set(allowOrigins)],
-    workerNice: positive('worker-nice', options.workerNice, 0, DEFAULTS.workerNice),
-    stateCacheMib: positive('state-cache-mib', options.stateCacheMib, 0, DEFAULTS.stateCacheMib),
+    workerNice: options.workerNice ?? DEFAULTS.workerNice,
+    stateCacheMib: options.stateCacheMib ?? DEFAULTS.stateCacheMib,
     stateCacheDir: options.stateCacheDir ?? defaultStateDir(),
     apiKeyFile: options.apiKeyFile ?? null,
     apiKey: options.apiKeyFile ? readApiKey(options.apiKeyFile) : null,
-    maxN: positive('max-n', options.maxN, 1, DEFAULTS.maxN),
+    maxN: options.maxN ?? DEFAULTS.maxN,
     strictTools: options.strictTools === true,
-    sseKeepAliveMs: positive('sse-keepalive', options.sseKeepAliveMs, 0, DEFAULTS.sseKeepAliveMs),
+    sseKeepAliveMs: options.sseKeepAliveMs ?? DEFAULTS.sseKeepAliveMs,
     inputLimits: resolveInputLimits(options.inputLimits ?? {}),
-    grammarTimeoutMs: positive('grammar-timeout', options.grammarTimeoutMs, 1, DEFAULTS.grammarTimeoutMs),
-    grammarMemoryMb: positive('grammar-memory', options.grammarMemoryMb, 16, DEFAULTS.grammarMemoryMb),
-    grammarCacheBytes: positive('grammar-cache-bytes', options.grammarCacheBytes, 0, DEFAULTS.grammarCacheBytes),
-    stallAfterMs: positive('stall-after', options.stallAfterMs, 100, DEFAULTS.stallAfterMs),
-    minPromptRate: positive('min-prompt-rate', options.minPromptRate, 0.001, DEFAULTS.minPromptRate),
+    grammarTimeoutMs: options.grammarTimeoutMs ?? DEFAULTS.grammarTimeoutMs,
+    grammarMemoryMb: options.grammarMemoryMb ?? DEFAULTS.grammarMemoryMb,
+    grammarCacheBytes,
+    stallAfterMs: options.stallAfterMs ?? DEFAULTS.stallAfterMs,
+    minPromptRate: options.minPromptRate ?? DEFAULTS.minPromptRate,
     createdAt: options.createdAt ?? Math.floor(st.mtimeMs / 1000),
     logger,
   };

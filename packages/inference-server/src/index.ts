@@ -17,6 +17,7 @@ export {
   resolveConfig,
   type ServerConfig,
   type ServerOptions,
+  serverOptionsFromFlags,
 } from './config.js';
 export {
   type CompletionInput,
@@ -71,6 +72,7 @@ export {
   modelList,
   parseCompletionRequest,
 } from './openai.js';
+export { INFERENCE_SERVE_OPTIONS, type ServeFlags } from './options.js';
 export { EWMA_WEIGHT, retryAfterEstimate, Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
 export { chooseSlot, commonPrefix, isPrefixHit, MIN_PREFIX_SHARE, type SlotView } from './slots.js';

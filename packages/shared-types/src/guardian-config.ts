@@ -51,10 +51,12 @@ function defaultAgent(s: ServiceManagerConfig, role: 'primary' | 'fallback'): st
   return s.kind === 'launchd' ? s.label : s.kind === 'systemd' ? s.unit : role;
 }
 
-/** The schema of the guardian's configuration file; `resolvePath` maps each path as written. */
-export function guardianConfigSchema(resolvePath: (path: string) => string = (p) => p) {
-  const path = () => text().transform((p) => resolvePath(p));
+/** A path in the file, mapped through `resolvePath` (relative paths: against the file's directory). */
+const pathOf = (resolvePath: (path: string) => string) => () => text().transform((p) => resolvePath(p));
+type PathSchema = ReturnType<typeof pathOf>;
 
+/** The schemas of the primary and the fallback backend. */
+function backendSchemas(path: PathSchema) {
   /**
    * Probes over mutual TLS instead of the plain listener: the server's mTLS address, the client
    * certificate and key it accepts, and the CA that signed the server's certificate.
@@ -112,11 +114,15 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     accessLog: path().optional(),
   });
 
-  /**
-   * Alerts: a message through the messaging daemon (`rpc` and `recipient`), a JSON POST to a
-   * webhook that does not need the daemon (`webhook`), or both.
-   */
-  const alert = strictObject({
+  return { primary, fallback };
+}
+
+/**
+ * Alerts: a message through the messaging daemon (`rpc` and `recipient`), a JSON POST to a
+ * webhook that does not need the daemon (`webhook`), or both.
+ */
+function alertSchema() {
+  return strictObject({
     /** The messaging daemon's HTTP listener (JSON-RPC at /api/v1/rpc). */
     rpc: addressSchema.optional(),
     recipient: z.array(text()).min(1, 'must not be empty').optional(),
@@ -133,7 +139,12 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
       ctx.addIssue({ code: 'custom', message: 'set rpc and recipient (a message), webhook, or both' });
     }
   });
+}
 
+/** The schema of the guardian's configuration file; `resolvePath` maps each path as written. */
+export function guardianConfigSchema(resolvePath: (path: string) => string = (p) => p) {
+  const path = pathOf(resolvePath);
+  const { primary, fallback } = backendSchemas(path);
   const D = GUARDIAN_DEFAULTS;
   const E = GUARDIAN_CONFIG_DEFAULTS;
   return strictObject({
@@ -168,7 +179,7 @@ export function guardianConfigSchema(resolvePath: (path: string) => string = (p)
     pingTimeoutS: positive(NOTIFY_DEFAULTS.pingTimeoutS),
     primary,
     fallback: fallback.optional(),
-    alert: alert.optional(),
+    alert: alertSchema().optional(),
   }).transform((c, ctx) => {
     // The defaults that depend on other keys: the agents, the fallback's address and model.
     const p = { ...c.primary, agent: c.primary.agent ?? defaultAgent(c.primary.service, 'primary') };

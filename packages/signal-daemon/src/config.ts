@@ -1,20 +1,13 @@
-import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '@vigil/shared-types';
-import {
-  DAEMON_HTTP,
-  DAEMON_TCP,
-  type HostPort,
-  isLoopbackHost,
-  isPhoneNumber,
-  isWildcardHost,
-  MESSAGING_LIMITS,
-  parseAllowedOrigins,
-} from '@vigil/shared-types';
-import { consumerNameError } from './consumers.js';
+import { type HostPort, isLoopbackHost, isPhoneNumber, isWildcardHost, parseAllowedOrigins } from '@vigil/shared-types';
+import { defaultsOf, type OptionsOf, optionProblem } from '@vigil/shared-types/light';
 import { ConfigError } from './errors.js';
+import { PER_SOURCE_DEFAULT, SIGNAL_DAEMON_OPTIONS } from './options.js';
 import type { Synchronous } from './sqlite.js';
+
+export { MIN_LOCALNET_RETENTION_HOURS } from './options.js';
 
 export type BackendKind = 'local' | 'signal-cli';
 export type ReceiveMode = 'on-start' | 'manual';
@@ -108,43 +101,15 @@ export interface SignalCliConfig {
   readonly stopTimeoutMs: number;
 }
 
-export const DEFAULTS = {
-  backend: 'local' as BackendKind,
-  receiveMode: 'on-start' as ReceiveMode,
-  maxRequestBytes: 8 * 1024 * 1024,
-  maxBatch: MESSAGING_LIMITS.batchRequests,
-  retentionHours: 24 * 7,
-  retentionMessages: 100_000,
-  retentionBytes: 1024 * 1024 * 1024,
-  localnetRetentionHours: 24 * 30,
-  synchronous: 'normal' as Synchronous,
-  hold: true,
-  holdHours: 24 * 7,
-  holdMessages: 10_000,
-  holdBytes: 256 * 1024 * 1024,
-  relaySources: ['127.0.0.2'],
-  linkTimeoutMs: 60_000,
-  shutdownGraceMs: 5_000,
-  maxConnections: 1024,
-  maxConnectionsPerSource: 256,
-  tcpIdleTimeoutMs: 300_000,
-  http: DAEMON_HTTP,
-  tcp: DAEMON_TCP,
-  signalCli: {
-    program: 'signal-cli',
-    extraArgs: [] as string[],
-    callTimeoutMs: 60_000,
-    pingIntervalMs: 30_000,
-    pingTimeoutMs: 20_000,
-    startTimeoutMs: 90_000,
-    restartInitialMs: 1_000,
-    restartMaxMs: 60_000,
-    stopTimeoutMs: 5_000,
-  } satisfies SignalCliConfig,
-};
-
-/** The shortest local network retention: 3.6 s (for tests; days are what users want). */
-export const MIN_LOCALNET_RETENTION_HOURS = 0.001;
+/** How the signal-cli child is supervised: not flags (the call timeout is `--call-timeout`). */
+const SIGNAL_CLI_SUPERVISION = {
+  pingIntervalMs: 30_000,
+  pingTimeoutMs: 20_000,
+  startTimeoutMs: 90_000,
+  restartInitialMs: 1_000,
+  restartMaxMs: 60_000,
+  stopTimeoutMs: 5_000,
+} as const;
 
 /** $XDG_DATA_HOME/vigil, or ~/.local/share/vigil. */
 export function dataHome(env: NodeJS.ProcessEnv = process.env): string {
@@ -157,53 +122,56 @@ export type DaemonOptions = Partial<Omit<DaemonConfig, 'signalCli'>> & {
   readonly signalCli?: Partial<SignalCliConfig>;
 };
 
-/** Fills defaults and checks the configuration; throws ConfigError with a one-line reason. */
+/** The typed flags (SIGNAL_DAEMON_OPTIONS) → the options of `start()`. */
+export function optionsFromFlags(o: OptionsOf<typeof SIGNAL_DAEMON_OPTIONS>, logger: Logger): DaemonOptions {
+  const { signalCliProgram, signalCliConfigDir, signalCliArgs, callTimeoutMs, logLevel, logFile, ...rest } = o;
+  return {
+    ...rest,
+    metrics: o.metrics ?? null,
+    signalCli: { program: signalCliProgram, configDir: signalCliConfigDir, extraArgs: signalCliArgs, callTimeoutMs },
+    logger,
+  };
+}
+
+/** Fills defaults (the flags' own) and checks the configuration; throws ConfigError with a one-line reason. */
 export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonConfig {
   if (!isPhoneNumber(options.account)) {
     throw new ConfigError(`invalid account "${options.account}": expected a number in E.164 form, e.g. +15550000001`);
   }
   const home = dataHome();
-  const config: DaemonConfig = {
-    backend: DEFAULTS.backend,
-    http: DEFAULTS.http,
-    tcp: DEFAULTS.tcp,
+  const {
+    signalCliProgram,
+    signalCliArgs,
+    callTimeoutMs,
+    logLevel: _l,
+    ...defaults
+  } = defaultsOf(SIGNAL_DAEMON_OPTIONS);
+  const signalCli = {
+    program: signalCliProgram as string,
+    extraArgs: signalCliArgs as string[],
+    callTimeoutMs: callTimeoutMs as number,
+    ...SIGNAL_CLI_SUPERVISION,
+    ...stripUndefined(options.signalCli ?? {}),
+  };
+  const config = {
+    ...(defaults as Omit<DaemonConfig, 'account' | 'signalCli' | 'logger'>),
     metrics: null,
     dataDir: join(home, 'signal-daemon', options.account),
     localnet: join(home, 'localnet.sqlite'),
-    receiveMode: DEFAULTS.receiveMode,
-    maxRequestBytes: DEFAULTS.maxRequestBytes,
-    maxBatch: DEFAULTS.maxBatch,
-    allowOrigins: [],
-    allowNonLoopback: false,
     profileName: options.account,
-    retentionHours: DEFAULTS.retentionHours,
-    retentionMessages: DEFAULTS.retentionMessages,
-    retentionBytes: DEFAULTS.retentionBytes,
-    localnetRetentionHours: DEFAULTS.localnetRetentionHours,
-    synchronous: DEFAULTS.synchronous,
-    hold: DEFAULTS.hold,
-    holdHours: DEFAULTS.holdHours,
-    holdMessages: DEFAULTS.holdMessages,
-    holdBytes: DEFAULTS.holdBytes,
-    consumers: [],
-    relaySources: DEFAULTS.relaySources,
-    linkTimeoutMs: DEFAULTS.linkTimeoutMs,
-    shutdownGraceMs: DEFAULTS.shutdownGraceMs,
-    maxConnections: DEFAULTS.maxConnections,
-    tcpIdleTimeoutMs: DEFAULTS.tcpIdleTimeoutMs,
-    attachmentDirs: [],
     logger,
     ...stripUndefined(options),
     account: options.account,
-    maxConnectionsPerSource: perSource(options),
-    signalCli: { ...DEFAULTS.signalCli, ...stripUndefined(options.signalCli ?? {}) },
-  };
-  if (config.backend !== 'local' && config.backend !== 'signal-cli') {
-    throw new ConfigError(`invalid backend "${config.backend}": expected local or signal-cli`);
-  }
-  if (config.receiveMode !== 'on-start' && config.receiveMode !== 'manual') {
-    throw new ConfigError(`invalid receive mode "${config.receiveMode}": expected on-start or manual`);
-  }
+    maxConnectionsPerSource: perSource(options, defaults.maxConnections as number),
+    signalCli,
+  } satisfies DaemonConfig;
+  const problem = optionProblem(SIGNAL_DAEMON_OPTIONS, {
+    ...config,
+    signalCliProgram: signalCli.program,
+    signalCliArgs: signalCli.extraArgs,
+    callTimeoutMs: signalCli.callTimeoutMs,
+  });
+  if (problem) throw new ConfigError(`invalid ${problem}`);
   for (const [name, addr] of [
     ['http', config.http],
     ['tcp', config.tcp],
@@ -216,50 +184,19 @@ export function resolveConfig(options: DaemonOptions, logger: Logger): DaemonCon
     }
   }
   if (!config.http && !config.tcp) throw new ConfigError('both --http and --tcp are off: nothing to serve');
-  positive('max-request-bytes', config.maxRequestBytes, 64);
-  positive('max-batch', config.maxBatch, 1);
   try {
     parseAllowedOrigins(config.allowOrigins);
   } catch (err) {
     throw new ConfigError(`--allow-origin: ${(err as Error).message}`);
   }
-  positive('retention-hours', config.retentionHours, 0);
-  positive('retention-messages', config.retentionMessages, 1);
-  positive('localnet-retention-hours', config.localnetRetentionHours, MIN_LOCALNET_RETENTION_HOURS);
-  positive('hold-hours', config.holdHours, 0);
-  positive('hold-messages', config.holdMessages, 1);
-  positive('retention-bytes', config.retentionBytes, 1024);
-  positive('hold-bytes', config.holdBytes, 1024);
-  for (const name of config.consumers) {
-    const bad = consumerNameError(name, new Set([name]));
-    if (bad) throw new ConfigError(`invalid --consumer "${name}": ${bad}`);
-  }
-  for (const addr of config.relaySources) {
-    if (isIP(addr) === 0) throw new ConfigError(`invalid --relay-source "${addr}": expected an IP address`);
-  }
-  positive('link-timeout', config.linkTimeoutMs, 1);
-  positive('shutdown-grace', config.shutdownGraceMs, 0);
-  positive('max-connections', config.maxConnections, 1);
-  positive('max-connections-per-source', config.maxConnectionsPerSource, 1);
-  positive('tcp-idle-timeout', config.tcpIdleTimeoutMs, 0);
-  positive('call-timeout', config.signalCli.callTimeoutMs, 1);
-  if (config.signalCli.program.trim() === '') throw new ConfigError('--signal-cli must name a program');
   return config;
 }
 
 /** The per-source cap: as given (at most the global cap), else the default, at most half of it. */
-function perSource(o: DaemonOptions): number {
-  const max = o.maxConnections ?? DEFAULTS.maxConnections;
+function perSource(o: DaemonOptions, defaultMax: number): number {
+  const max = o.maxConnections ?? defaultMax;
   const given = o.maxConnectionsPerSource;
-  return given === undefined
-    ? Math.min(DEFAULTS.maxConnectionsPerSource, Math.max(1, Math.ceil(max / 2)))
-    : Math.min(given, max);
-}
-
-function positive(name: string, value: number, min: number): void {
-  if (!Number.isFinite(value) || value < min) {
-    throw new ConfigError(`invalid --${name} ${value}: expected a number of at least ${min}`);
-  }
+  return given === undefined ? Math.min(PER_SOURCE_DEFAULT, Math.max(1, Math.ceil(max / 2))) : Math.min(given, max);
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -4,8 +4,9 @@
  */
 export { type Logger, memoryLogger } from '@vigil/shared-types';
 export type { Backend, BackendState } from './backend.js';
-export { type DaemonConfig, type DaemonOptions, DEFAULTS, dataHome, resolveConfig } from './config.js';
+export { type DaemonConfig, type DaemonOptions, dataHome, optionsFromFlags, resolveConfig } from './config.js';
 export { type DaemonHandle, start } from './daemon.js';
 export { ConfigError, ListenError, RpcFailure } from './errors.js';
 export { Inbox, type InboxEvent } from './inbox.js';
+export { MIN_LOCALNET_RETENTION_HOURS, SIGNAL_DAEMON_OPTIONS } from './options.js';
 export { VERSION } from './version.js';

@@ -73,7 +73,7 @@ export function startCommand(): Command {
       import('./start.js'),
     ]);
     const raw: RawStackOptions = {};
-    for (const name of Object.keys(STACK_OPTIONS) as StackOptionName[]) {
+    for (const name of Object.keys(STACK_OPTIONS.specs) as StackOptionName[]) {
       raw[name] = flags[name.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())];
     }
     let options: ReturnType<typeof parseStackOptions>;

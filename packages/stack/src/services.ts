@@ -2,7 +2,12 @@
  * What the stack runs: each service's argv, whether the stack starts it, how to tell it is up and
  * what it serves (pure: from the options and the home's paths).
  */
+import { GUARDIAN_OPTIONS } from '@vigil/guardian/options';
+import { INFERENCE_SERVE_OPTIONS } from '@vigil/inference-server/options';
 import type { HostPort } from '@vigil/shared-types';
+import { optionArgv } from '@vigil/shared-types/light';
+import { SIGNAL_DAEMON_OPTIONS } from '@vigil/signal-daemon/options';
+import { TCP_RELAY_OPTIONS } from '@vigil/tcp-relay/options';
 import { hp, type StackOptions } from './config.js';
 import { binOf, type HomePaths, rel, VIGIL_BIN } from './paths.js';
 
@@ -38,31 +43,31 @@ export interface StackPlan extends StackOptions {
   readonly modelFile: string;
 }
 
+/**
+ * The argv of each service comes from its own option table (`optionArgv`): a value equal to the
+ * service's default is not passed, so each default is written once, in that table.
+ */
 function inferenceArgv(plan: StackPlan, paths: HomePaths, name: string, extra: readonly string[]): string[] {
+  const tls =
+    plan.mtls === 'off'
+      ? { mtls: null }
+      : {
+          mtls: plan.mtls,
+          tlsCert: `${paths.pki}/server.pem`,
+          tlsKey: `${paths.pki}/server-key.pem`,
+          tlsCa: `${paths.pki}/ca.pem`,
+        };
   return [
     binOf('inference-server'),
     'serve',
-    '--model',
-    plan.modelFile,
-    '--model-id',
-    plan.modelId,
-    '--http',
-    hp(plan.inference),
-    ...(plan.mtls === 'off'
-      ? []
-      : [
-          '--mtls',
-          hp(plan.mtls),
-          '--tls-cert',
-          `${paths.pki}/server.pem`,
-          '--tls-key',
-          `${paths.pki}/server-key.pem`,
-          '--tls-ca',
-          `${paths.pki}/ca.pem`,
-        ]),
-    ...(plan.threads ? ['--threads', plan.threads] : []),
-    '--access-log',
-    paths.accessLog(name),
+    ...optionArgv(INFERENCE_SERVE_OPTIONS, {
+      model: plan.modelFile,
+      modelIds: [plan.modelId],
+      http: plan.inference,
+      ...tls,
+      threads: plan.threads,
+      accessLog: paths.accessLog(name),
+    }),
     ...extra,
   ];
 }
@@ -70,25 +75,17 @@ function inferenceArgv(plan: StackPlan, paths: HomePaths, name: string, extra: r
 function daemonArgv(plan: StackPlan, paths: HomePaths): string[] {
   return [
     binOf('signal-daemon'),
-    '--account',
-    plan.account,
-    '--http',
-    hp(plan.daemonHttp),
-    '--tcp',
-    hp(plan.daemonTcp),
-    '--data-dir',
-    paths.daemonData,
-    '--localnet',
-    paths.localnet,
-    ...(plan.daemonMetrics === 'off' ? [] : ['--metrics', hp(plan.daemonMetrics)]),
-    ...(plan.backend === 'local'
-      ? []
-      : [
-          '--backend',
-          'signal-cli',
-          ...(plan.signalCli ? ['--signal-cli', plan.signalCli] : []),
-          ...(plan.signalCliConfig ? ['--signal-cli-config', plan.signalCliConfig] : []),
-        ]),
+    ...optionArgv(SIGNAL_DAEMON_OPTIONS, {
+      account: plan.account,
+      backend: plan.backend,
+      signalCliProgram: plan.signalCli,
+      signalCliConfigDir: plan.signalCliConfig,
+      http: plan.daemonHttp,
+      tcp: plan.daemonTcp,
+      metrics: plan.daemonMetrics === 'off' ? undefined : plan.daemonMetrics,
+      dataDir: paths.daemonData,
+      localnet: paths.localnet,
+    }),
   ];
 }
 
@@ -107,7 +104,7 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
     },
     'tcp-relay': {
       name: 'tcp-relay',
-      argv: [binOf('tcp-relay'), '--listen', hp(plan.relay), '--target', hp(plan.daemonTcp)],
+      argv: [binOf('tcp-relay'), ...optionArgv(TCP_RELAY_OPTIONS, { listen: plan.relay, target: plan.daemonTcp })],
       autostart: true,
       ready: { kind: 'log', pattern: /"msg":"(listening|listen address not on this host yet)/ },
       readyTimeoutMs: 20_000,
@@ -131,7 +128,7 @@ export function serviceSpecs(plan: StackPlan, paths: HomePaths): Record<ServiceN
     },
     guardian: {
       name: 'guardian',
-      argv: [binOf('guardian'), 'run', '--config', paths.guardianConfig],
+      argv: [binOf('guardian'), 'run', ...optionArgv(GUARDIAN_OPTIONS, { config: paths.guardianConfig })],
       autostart: true,
       ready: { kind: 'none' },
       readyTimeoutMs: 20_000,

@@ -1,10 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
+import { INFERENCE_SERVE_OPTIONS } from '@vigil/inference-server/options';
+import { GUARDIAN_DEFAULTS } from '@vigil/shared-types';
+import { SIGNAL_DAEMON_OPTIONS } from '@vigil/signal-daemon/options';
+import { TCP_RELAY_OPTIONS } from '@vigil/tcp-relay/options';
 import { normalizeArgv } from '../src/cli.js';
-import { parseStackOptions, STACK_OPTIONS } from '../src/config.js';
+import { envOf, parseStackOptions, STACK_OPTIONS, type StackOptionName } from '../src/config.js';
 import { UsageError } from '../src/errors.js';
+import { homePaths } from '../src/paths.js';
+import { serviceSpecs } from '../src/services.js';
 
 describe('the options of vigil start', () => {
-  it('defaults: the ports of DESIGN.md, the local network, the tiny model with 10 s ticks', () => {
+  it("defaults: the ports of DESIGN.md, the local network, the tiny model, the guardian's own 60 s ticks", () => {
     expect(parseStackOptions({}, {})).toEqual({
       account: '+15550000001',
       backend: 'local',
@@ -20,7 +26,7 @@ describe('the options of vigil start', () => {
       model: undefined,
       modelId: 'vigil',
       threads: undefined,
-      guardianInterval: 10,
+      guardianInterval: 60,
       healthInterval: 300,
       stopTimeout: 10,
     });
@@ -43,8 +49,8 @@ describe('the options of vigil start', () => {
     expect(o.healthInterval).toBe(0);
   });
 
-  it('with --model the guardian ticks every 60 s unless told otherwise', () => {
-    expect(parseStackOptions({ model: '/m.gguf' }, {}).guardianInterval).toBe(60);
+  it('the guardian ticks at its own default (one default in the repository) unless told otherwise', () => {
+    expect(parseStackOptions({ model: '/m.gguf' }, {}).guardianInterval).toBe(GUARDIAN_DEFAULTS.intervalS);
     expect(parseStackOptions({ model: '/m.gguf', 'guardian-interval': '5' }, {}).guardianInterval).toBe(5);
   });
 
@@ -69,8 +75,8 @@ describe('the options of vigil start', () => {
   });
 
   it('every option has its VIGIL_ environment variable', () => {
-    for (const [flag, o] of Object.entries(STACK_OPTIONS)) {
-      expect(o.env).toBe(`VIGIL_${flag.toUpperCase().replace(/-/g, '_')}`);
+    for (const flag of Object.keys(STACK_OPTIONS.specs) as StackOptionName[]) {
+      expect(envOf(flag)).toBe(`VIGIL_${flag.toUpperCase().replace(/-/g, '_')}`);
     }
   });
 
@@ -84,5 +90,42 @@ describe('the options of vigil start', () => {
       '1',
     ]);
     expect(normalizeArgv(['logs', 'guardian'])).toEqual(['logs', 'guardian']);
+  });
+});
+
+describe("the services' argv, from their own option tables", () => {
+  const plan = {
+    ...parseStackOptions({ 'daemon-http': '127.0.0.1:9000', mtls: 'off', threads: '2' }, {}),
+    relay: { host: '127.0.0.1', port: 7584 },
+    relayNote: '',
+    modelFile: '/m.gguf',
+  };
+  const specs = serviceSpecs(plan, homePaths('/h'));
+  const flagsOf = (argv: readonly string[]) => argv.filter((a) => a.startsWith('--'));
+
+  it('passes what differs from the service default, and nothing that is its default', () => {
+    const daemon = specs['signal-daemon'].argv;
+    expect(flagsOf(daemon)).toEqual(['--account', '--http', '--data-dir', '--localnet']);
+    expect(daemon[daemon.indexOf('--http') + 1]).toBe('127.0.0.1:9000');
+    const inference = specs['inference-server'].argv;
+    expect(flagsOf(inference)).toEqual(['--model', '--model-id', '--mtls', '--threads', '--access-log']);
+    expect(inference[inference.indexOf('--mtls') + 1]).toBe('off');
+    expect(flagsOf(specs['inference-fallback'].argv)).toContain('--gpu');
+    // The relay's target is the daemon's TCP default: its own default too.
+    expect(flagsOf(specs['tcp-relay'].argv)).toEqual(['--listen']);
+    expect(flagsOf(specs.guardian.argv)).toEqual(['--config']);
+  });
+
+  it("every flag it passes is one of the service's table", () => {
+    const tables = {
+      'signal-daemon': SIGNAL_DAEMON_OPTIONS,
+      'tcp-relay': TCP_RELAY_OPTIONS,
+      'inference-server': INFERENCE_SERVE_OPTIONS,
+    } as const;
+    for (const [name, table] of Object.entries(tables)) {
+      for (const flag of flagsOf(specs[name as keyof typeof tables].argv)) {
+        expect(Object.keys(table.specs)).toContain(flag.slice(2));
+      }
+    }
   });
 });

@@ -14,6 +14,7 @@ export * from './lifecycle.js';
 export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
+export * from './options.js';
 export * from './proc.js';
 export * from './sd-notify.js';
 export * from './wire-http.js';

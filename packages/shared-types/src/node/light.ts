@@ -8,9 +8,12 @@
  */
 
 export { ConfigError, defineErrors, VIGIL_ERRORS, VigilError } from '../errors.js';
+export { GUARDIAN_DEFAULTS } from '../guardian.js';
 export { HealthExit, type HealthExitCode, type HealthReport } from '../health.js';
 export { isProbeSuccess, probeRequest } from '../inference.js';
-export { lineTime } from '../log.js';
+export { MESSAGING_LIMITS } from '../limits.js';
+export { lineTime, SERVICE_LOG_LEVELS, type ServiceLogLevel } from '../log.js';
+export { RELAY_REFUSED_METHODS } from '../messaging.js';
 export * from '../net.js';
 export { ExitCode } from '../process.js';
 export { terminalSafe } from '../terminal.js';
@@ -19,5 +22,6 @@ export * from './daemon-client.js';
 export * from './flags.js';
 export * from './fs.js';
 export * from './inference-client.js';
+export * from './options.js';
 export { sleep } from './proc.js';
 export * from './wire-http.js';
