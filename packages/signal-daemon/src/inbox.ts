@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { Envelope, ReceiveParams } from '@vigil/shared-types';
+import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 import { type ConsumerHandle, ConsumerMarks } from './consumers.js';
 
@@ -73,15 +73,21 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   private storedBytes: number;
   private readonly stmts;
   readonly marks: ConsumerMarks;
+  /** The account as a JSON string, for the events' JSON. */
+  private readonly accountJson: string;
+  /** A transaction running its argument, made once (append's, not one per append). */
+  private readonly transaction: Database.Transaction<(fn: () => void) => void>;
 
   constructor(
-    private readonly db: Database.Database,
+    db: Database.Database,
     readonly account: string,
     private readonly retention: Retention,
     readonly hold: Hold = DEFAULT_HOLD,
   ) {
     super();
     this.setMaxListeners(0);
+    this.accountJson = JSON.stringify(account);
+    this.transaction = db.transaction((fn: () => void) => fn());
     migrate(db);
     db.prepare('INSERT OR IGNORE INTO inbox_head (account, epoch, seq) VALUES (?, ?, 0)').run(
       account,
@@ -203,28 +209,32 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   /**
    * Stores envelopes in one transaction, together with `alsoInTransaction` (the local backend
    * removes them from the network's mailbox there, so a message is in exactly one of the two at
-   * every instant). Listeners hear of them only after the commit.
+   * every instant). Listeners hear of them only after the commit. `envelopeJson[i]`, when given,
+   * is `JSON.stringify(envelopes[i])` made already (the local network's mail is stored as JSON): the
+   * stored event (ReceiveParams) is built around it instead of serialising the envelope again.
    */
-  append(envelopes: readonly Envelope[], alsoInTransaction?: () => void): InboxEvent[] {
+  append(
+    envelopes: readonly Envelope[],
+    alsoInTransaction?: () => void,
+    envelopeJson?: readonly string[],
+  ): InboxEvent[] {
     if (envelopes.length === 0 && !alsoInTransaction) return [];
     const now = Date.now();
     const stored: InboxEvent[] = [];
-    this.db
-      .transaction(() => {
-        // Read the head inside the transaction: correct even if another process shares the file.
-        let seq = this.stmts.readHead.get(this.account) as number;
-        for (const envelope of envelopes) {
-          seq += 1;
-          const params: ReceiveParams = { envelope, account: this.account };
-          const json = JSON.stringify(params);
-          const bytes = Buffer.byteLength(json);
-          this.stmts.insert.run(this.account, seq, json, now, bytes);
-          stored.push({ seq, json, receivedAt: now, bytes });
-        }
-        if (stored.length > 0) this.stmts.setHead.run(seq, this.account);
-        alsoInTransaction?.();
-      })
-      .immediate();
+    this.transaction.immediate(() => {
+      // Read the head inside the transaction: correct even if another process shares the file.
+      let seq = this.stmts.readHead.get(this.account) as number;
+      for (const [i, envelope] of envelopes.entries()) {
+        seq += 1;
+        // The JSON of ReceiveParams, { envelope, account }, as JSON.stringify writes it.
+        const json = `{"envelope":${envelopeJson?.[i] ?? JSON.stringify(envelope)},"account":${this.accountJson}}`;
+        const bytes = Buffer.byteLength(json);
+        this.stmts.insert.run(this.account, seq, json, now, bytes);
+        stored.push({ seq, json, receivedAt: now, bytes });
+      }
+      if (stored.length > 0) this.stmts.setHead.run(seq, this.account);
+      alsoInTransaction?.();
+    });
     if (stored.length > 0) {
       this.headSeq = stored[stored.length - 1]!.seq;
       for (const e of stored) this.remember(e);

@@ -57,6 +57,11 @@ describe('two daemons on one local network', () => {
         dataMessage: expect.objectContaining({ timestamp: reply.result.timestamp, message: 'hello bob' }),
       }),
     });
+    // The event's JSON is built around the mail's stored JSON: exactly what JSON.stringify writes.
+    expect(event!.data).toBe(JSON.stringify(data));
+    expect(Object.keys(data)).toEqual(['envelope', 'account']);
+    expect(Object.keys(data.envelope).at(-1)).toBe('serverDeliveredTimestamp');
+    expect(data.envelope.serverDeliveredTimestamp).toBeGreaterThanOrEqual(data.envelope.serverReceivedTimestamp);
     const note = await tcp.next();
     expect(note).toEqual({ jsonrpc: '2.0', method: 'receive', params: data });
     // The sender's log records the successful send for the health check.

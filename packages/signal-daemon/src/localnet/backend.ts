@@ -24,7 +24,7 @@ import { Extras } from './extras.js';
 import { FaultEpisode, isStorageFault } from './fault.js';
 import { groupMethods } from './groups.js';
 import { identityMethods } from './identities.js';
-import { loadIdentity, untrusted } from './identity.js';
+import { loadIdentity } from './identity.js';
 import { interactionMethods } from './interactions.js';
 import { linkingMethods } from './linking.js';
 import { messageMethods } from './messages.js';
@@ -37,6 +37,7 @@ import { settingMethods } from './settings.js';
 import { stickerMethods } from './stickers.js';
 import { type AccountRow, NetworkStore } from './store.js';
 import { storyMethods } from './stories.js';
+import { TurnReads } from './turn-reads.js';
 
 export interface LocalBackendOptions {
   readonly account: string;
@@ -137,6 +138,8 @@ export class LocalBackend implements Backend {
   private readonly context: LocalContext;
   private readonly retention: NetworkRetention;
   private readonly delivery: Delivery;
+  /** A send's reads before its transaction, once per turn (turn-reads.ts). */
+  private readonly reads: TurnReads;
   private lastTimestamp = 0;
   private closed = false;
   /** A full disk or an I/O error: one episode, retried with backoff (see fault.ts). */
@@ -147,6 +150,7 @@ export class LocalBackend implements Backend {
     this.me = this.store.register(o.account, o.profileName);
     this.records = new Records(this.store.db);
     this.extras = new Extras(this.store.db);
+    this.reads = new TurnReads(this.store.db);
     ensureDir(o.dataDir);
     const identityKey = loadIdentity(o.dataDir);
     if (this.records.publishIdentity(this.me.number, identityKey)) {
@@ -184,6 +188,7 @@ export class LocalBackend implements Backend {
       envelope: (timestamp, body) => this.envelope(timestamp, body),
       post: (recipients, envelope, options) => this.post(recipients, envelope, options),
       waitForChange: (ms) => this.delivery.waitForChange(ms),
+      sendRead: (key, read) => this.reads.get(key, read),
     };
     ensureDir(join(o.dataDir, 'attachments'), PRIVATE_DIR, true);
     this.delivery.start();
@@ -249,7 +254,7 @@ export class LocalBackend implements Backend {
       source: this.me.number,
       sourceNumber: this.me.number,
       sourceUuid: this.me.uuid,
-      sourceName: displayName(this.records, this.me, this.me.number),
+      sourceName: this.reads.get('name', () => displayName(this.records, this.me, this.me.number)),
       sourceDevice: 1,
       timestamp,
       serverReceivedTimestamp: Date.now(),
@@ -264,21 +269,20 @@ export class LocalBackend implements Backend {
   ): Promise<SendResultEntry[]> {
     const results: SendResultEntry[] = [];
     const deliveries: { recipient: string; envelope: Envelope }[] = [];
-    const distrusted = untrusted(this.records, this.me.number, recipients);
+    const me = this.me.number;
     for (const number of new Set(recipients)) {
-      const account = this.store.account(number);
+      const account = this.reads.get(`account:${number}`, () => this.store.account(number));
       if (!account) {
         results.push({ recipientAddress: { uuid: null, number }, type: 'UNREGISTERED_FAILURE' });
         continue;
       }
-      if (distrusted.has(number)) {
+      if (number !== me && this.reads.get(`keyChanged:${number}`, () => this.records.keyChanged(me, number))) {
         results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'IDENTITY_FAILURE' });
         continue;
       }
       deliveries.push({ recipient: number, envelope });
       results.push({ recipientAddress: { uuid: account.uuid, number }, type: 'SUCCESS' });
     }
-    const me = this.me.number;
     await this.store.post(me, deliveries, () => {
       for (const { recipient } of deliveries) {
         if (recipient !== me)

@@ -39,6 +39,18 @@ function attachmentsOf(e: Envelope): { id: string }[] {
   return [...((e.dataMessage?.attachments ?? []) as { id: string }[]), ...(story ? [story] : [])];
 }
 
+/**
+ * The JSON of a delivered envelope, `{ ...envelope, serverDeliveredTimestamp }`, as JSON.stringify
+ * writes it, made from the mail's stored JSON without serialising the envelope again.
+ */
+function delivered(mail: { envelope: Envelope; json: string }, now: number): string {
+  const { envelope, json } = mail;
+  const spliced = json.length > 2 && json.endsWith('}') && !('serverDeliveredTimestamp' in envelope);
+  return spliced
+    ? `${json.slice(0, -1)},"serverDeliveredTimestamp":${now}}`
+    : JSON.stringify({ ...envelope, serverDeliveredTimestamp: now });
+}
+
 const groupOf = (e: Envelope): string | null => e.dataMessage?.groupInfo?.groupId ?? e.storyMessage?.groupId ?? null;
 
 export class Delivery {
@@ -194,13 +206,19 @@ export class Delivery {
       const { envelopes, lastId } = store.mail(me.number, DELIVERY_BATCH);
       if (envelopes.length === 0) break;
       const now = Date.now();
-      const accepted = this.accepted(envelopes).map((e) => ({ ...e, serverDeliveredTimestamp: now }));
+      const mail = this.accepted(envelopes);
+      const accepted = mail.map((m) => ({ ...m.envelope, serverDeliveredTimestamp: now }));
       for (const e of accepted) this.saveAttachments(e);
+      const json = mail.map((m) => delivered(m, now));
       await store.write(() => {
-        inbox.append(accepted, () => {
-          store.deleteMailUpTo(me.number, lastId);
-          this.noteSenders(accepted);
-        });
+        inbox.append(
+          accepted,
+          () => {
+            store.deleteMailUpTo(me.number, lastId);
+            this.noteSenders(accepted);
+          },
+          json,
+        );
       });
       moved += envelopes.length;
       if (accepted.length < envelopes.length) {
@@ -215,7 +233,7 @@ export class Delivery {
    * The envelopes not refused: a blocked sender's messages, and messages (and stories) to a
    * blocked group, are not delivered. Each sender and group is looked up once per batch.
    */
-  private accepted(envelopes: readonly Envelope[]): Envelope[] {
+  private accepted<T extends { envelope: Envelope }>(envelopes: readonly T[]): T[] {
     const { store, me } = this.o;
     const blocked = new Map<string, boolean>();
     const isBlocked = (key: string, look: () => boolean) => {
@@ -225,7 +243,7 @@ export class Delivery {
       blocked.set(key, b);
       return b;
     };
-    return envelopes.filter((e) => {
+    return envelopes.filter(({ envelope: e }) => {
       const sender = e.sourceNumber;
       if (sender && isBlocked(`n:${sender}`, () => store.isBlocked(me.number, sender))) return false;
       const groupId = groupOf(e);

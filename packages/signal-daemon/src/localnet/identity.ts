@@ -42,15 +42,6 @@ export function fingerprint(key: string): string {
     .replace(/(..)(?!$)/g, '$1 ');
 }
 
-/** The recipients whose current key this owner does not trust; first contact is trusted (TOFU). */
-export function untrusted(records: Records, owner: string, recipients: readonly string[]): Set<string> {
-  const out = new Set<string>();
-  for (const number of recipients) {
-    if (number !== owner && records.keyChanged(owner, number)) out.add(number);
-  }
-  return out;
-}
-
 export function identityEntry(
   records: Records,
   me: { number: string; key: string },

@@ -159,7 +159,7 @@ async function send(ctx: LocalContext, p: Params): Promise<SendResult> {
   // One envelope per disappearing-message timer of the recipients (updateContact's expiration).
   const byTimer = new Map<number, string[]>();
   for (const n of recipients) {
-    const timer = ctx.records.contact(me.number, n)?.expiration ?? 0;
+    const timer = ctx.sendRead(`expiration:${n}`, () => ctx.records.contact(me.number, n)?.expiration ?? 0);
     byTimer.set(timer, [...(byTimer.get(timer) ?? []), n]);
   }
   for (const [timer, list] of byTimer) {

@@ -56,6 +56,11 @@ export interface LocalContext {
   post(recipients: readonly string[], envelope: Envelope, options?: PostOptions): Promise<SendResultEntry[]>;
   /** Resolves when the network file changed, when the daemon closes, or after `ms`. */
   waitForChange(ms: number): Promise<void>;
+  /**
+   * A read a send makes before its transaction, answered once per turn of the event loop while
+   * this connection writes nothing (turn-reads.ts): `key` names what `read` reads.
+   */
+  sendRead<T>(key: string, read: () => T): T;
 }
 
 /** One method: its params (an object), its result; it throws RpcFailure for what the client must see. */

@@ -145,7 +145,16 @@ export class NetworkStore {
     alsoInTransaction?: () => void,
   ): Promise<void> {
     if (deliveries.length === 0 && !alsoInTransaction) return Promise.resolve();
-    const envelopes = deliveries.map((d) => JSON.stringify(d.envelope));
+    // A send to several recipients posts one envelope to each: serialised once.
+    let last: Envelope | undefined;
+    let lastJson = '';
+    const envelopes = deliveries.map((d) => {
+      if (d.envelope !== last) {
+        last = d.envelope;
+        lastJson = JSON.stringify(d.envelope);
+      }
+      return lastJson;
+    });
     return this.sends.add(() => {
       const now = Date.now();
       deliveries.forEach((d, i) => {
@@ -175,11 +184,11 @@ export class NetworkStore {
     return this.s.hasMail.get(number) !== undefined;
   }
 
-  /** The oldest mail of a recipient, with the id of the last one taken. */
-  mail(number: string, limit: number): { envelopes: Envelope[]; lastId: number } {
+  /** The oldest mail of a recipient (each envelope with its JSON as stored), with the id of the last one taken. */
+  mail(number: string, limit: number): { envelopes: { envelope: Envelope; json: string }[]; lastId: number } {
     const rows = this.s.mail.all(number, limit) as { id: number; envelope: string }[];
     return {
-      envelopes: rows.map((r) => JSON.parse(r.envelope) as Envelope),
+      envelopes: rows.map((r) => ({ envelope: JSON.parse(r.envelope) as Envelope, json: r.envelope })),
       lastId: rows.length > 0 ? rows[rows.length - 1]!.id : 0,
     };
   }
