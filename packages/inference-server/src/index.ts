@@ -72,6 +72,15 @@ export {
 } from './openai.js';
 export { EWMA_WEIGHT, retryAfterEstimate, Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
-export { chooseSlot, commonPrefix, isPrefixHit, MIN_PREFIX_SHARE, type SlotView } from './slots.js';
+export {
+  chooseSlot,
+  chooseWaiter,
+  commonPrefix,
+  isPrefixHit,
+  MAX_PASSED_OVER,
+  MIN_PREFIX_SHARE,
+  type SlotView,
+  type WaiterView,
+} from './slots.js';
 export { type RefusalLog, refusalLog, refusalReason } from './tls-refusals.js';
 export { VERSION } from './version.js';
