@@ -118,7 +118,7 @@ export class Scheduler {
     }
     const i = chooseWaiter(
       this.queue.map((w) => ({
-        matched: w.prefixOf ? w.prefixOf(slot) : 0,
+        matched: matchedOn(w.prefixOf, slot),
         promptLength: w.promptLength,
         passedOver: w.passedOver,
       })),
@@ -144,6 +144,18 @@ export class Scheduler {
   /** Seconds a refused client should wait: see `retryAfterEstimate`. */
   retryAfterS(): number {
     return retryAfterEstimate(this.meanMs, this.queue.length, this.slots);
+  }
+}
+
+/**
+ * What `prefixOf` says of `slot`; 0 when there is none or it fails (a sequence disposed at
+ * shutdown): a slot is given back from a generation's end, where a throw would be unhandled.
+ */
+function matchedOn(prefixOf: PrefixOf | undefined, slot: number): number {
+  try {
+    return prefixOf ? prefixOf(slot) : 0;
+  } catch {
+    return 0;
   }
 }
 

@@ -122,6 +122,25 @@ describe('who gets a slot given back', () => {
     expect(order.at(-1)).toBe(`turn ${MAX_PASSED_OVER}`);
     expect(s.waiting).toBe(0);
   });
+
+  it('a prefix that cannot be read counts as none: the slot still goes to the first waiter', async () => {
+    const s = new Scheduler(1, 4);
+    const never = new AbortController().signal;
+    expect(await s.acquire(never)).toBe(0);
+    const first = s.acquire(
+      never,
+      () => {
+        throw new Error('the sequence is disposed');
+      },
+      100,
+    );
+    const second = s.acquire(never, () => 0, 100);
+    expect(() => s.release(0)).not.toThrow();
+    expect(await first).toBe(0);
+    expect(s.waiting).toBe(1);
+    s.rejectAll(new Error('stop'));
+    await expect(second).rejects.toThrow('stop');
+  });
 });
 
 describe('threads during prompt evaluation', () => {
