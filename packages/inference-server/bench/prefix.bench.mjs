@@ -13,7 +13,9 @@
 // message ("cold": nothing of them is cached anywhere). The ratio cold / warm is what prefix reuse
 // gains; goals >= 5x with 2 conversations, >= 3x with 4 (more conversations than slots: the
 // saved-state cache). The 4-conversation run is repeated with --state-cache-mib 0 to show what
-// the cache adds. Generation tokens/s (one completion, 128 tokens) is measured on each server.
+// the cache adds. Generation tokens/s (one completion, 128 tokens, the median of 3) is measured on
+// each server. It prints one table (vigil, llama-server, their ratio, each goal) and the load
+// average at the start and the end of the run: figures from a loaded machine are not final.
 //
 // The anchor: llama-server built from the llama.cpp source node-llama-cpp ships, whose path is
 // given in LLAMA_SERVER (nothing is built here; when absent the run says so). It gets the same
@@ -24,7 +26,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inferenceClient } from '@vigil/shared-types/node';
@@ -189,10 +191,18 @@ async function coldRuns(port, finals) {
   return out;
 }
 
+/** Generation tokens/s after the first token of one completion: the median of 3. */
 async function generationTps(port) {
-  const r = await stream(port, body([{ role: 'user', content: 'Tell me about the river and the stone.' }], GEN_TOKENS));
-  const tokens = r.usage?.completion_tokens ?? GEN_TOKENS;
-  return ((tokens - 1) / (r.ms - r.ttft)) * 1000;
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await stream(
+      port,
+      body([{ role: 'user', content: 'Tell me about the river and the stone.' }], GEN_TOKENS),
+    );
+    const tokens = r.usage?.completion_tokens ?? GEN_TOKENS;
+    runs.push(((tokens - 1) / (r.ms - r.ttft)) * 1000);
+  }
+  return median(runs);
 }
 
 async function waitReady(port, child, name) {
@@ -256,6 +266,53 @@ async function scenario(kind, model, convs, extra = []) {
   }
 }
 
+/**
+ * The run's one table: per measure and number of conversations, vigil, llama-server (when the
+ * anchor ran), their ratio, the goal and whether it is met.
+ */
+function table(rows, anchor) {
+  const find = (kind, convs, extra = '') => rows.find((r) => r.kind === kind && r.convs === convs && r.extra === extra);
+  const ms = (x) => `${x.toFixed(0)} ms`;
+  const times = (x) => `${x.toFixed(2)}x`;
+  const out = [
+    '| measure | conversations | vigil | llama-server | vigil / llama-server | goal | |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  const verdict = (ok) => (ok ? 'met' : 'MISSED');
+  const line = (measure, convs, v, l, fmt, ratioGoal, better) => {
+    if (!v) return;
+    const ratio = l ? v / l : null;
+    const goal = ratioGoal && ratio !== null ? `${better === 'lower' ? '<=' : '>='} ${ratioGoal.toFixed(2)}x` : '';
+    const met = goal === '' ? '' : verdict(better === 'lower' ? ratio <= ratioGoal : ratio >= ratioGoal);
+    out.push(
+      `| ${measure} | ${convs} | ${fmt(v)} | ${l ? fmt(l) : '-'} | ${ratio === null ? '-' : times(ratio)} | ${goal} | ${met} |`,
+    );
+  };
+  for (const convs of [2, 4]) {
+    const v = find('vigil', convs);
+    const l = anchor ? find('llama-server', convs) : undefined;
+    if (!v) continue;
+    line('warm TTFT (median)', convs, v.warmMs, l?.warmMs, ms, 1.0, 'lower');
+    line('cold TTFT (median; prompt evaluation)', convs, v.coldMs, l?.coldMs, ms, 1.1, 'lower');
+    line('generation tokens/s', convs, v.tps, l?.tps, (x) => x.toFixed(1), 0.95, 'higher');
+    const g = convs === 2 ? 5 : 3;
+    out.push(
+      `| cold / warm (prefix reuse) | ${convs} | ${times(v.ratio)} | ${l ? times(l.ratio) : '-'} | | >= ${g}x (vigil) | ${verdict(v.ratio >= g)} |`,
+    );
+    const share = (r) => (r?.cachedShare == null ? '-' : `${(r.cachedShare * 100).toFixed(0)}%`);
+    out.push(
+      `| cached share of warm prompts (${v.promptTokens} tokens at the end) | ${convs} | ${share(v)} | ${share(l)} | | | |`,
+    );
+  }
+  const off = find('vigil', 4, '--state-cache-mib 0');
+  if (off) {
+    out.push(
+      `| cold / warm, --state-cache-mib 0 | 4 | ${times(off.ratio)} | | | (what the saved-state cache adds) | |`,
+    );
+  }
+  return out.join('\n');
+}
+
 async function main() {
   tmp = mkdtempSync(join(tmpdir(), 'vigil-prefix-bench-'));
   const model = join(tmp, 'small.gguf');
@@ -263,6 +320,7 @@ async function main() {
   log(`small model written; ${TURNS} turns, threads ${THREADS}, --parallel 2`);
   const anchor = LLAMA_SERVER !== '' && existsSync(LLAMA_SERVER);
   if (!anchor) log('LLAMA_SERVER is not set (or not a file): no llama-server anchor in this run');
+  const loadStart = loadavg();
   const rows = [];
   const plan = [
     ['vigil', 2, []],
@@ -274,28 +332,13 @@ async function main() {
     log(`${kind}, ${convs} conversations ${extra.join(' ')}`);
     rows.push(await scenario(kind, model, convs, extra));
   }
-  const goal = (r) => (r.kind !== 'vigil' || r.extra !== '' ? null : r.convs === 2 ? 5 : 3);
-  const lines = [
-    '| server | conversations | prompt at the end | warm TTFT (median) | cold TTFT (median) | cold / warm | goal | cached share (warm) | generation tok/s |',
-    '|---|---|---|---|---|---|---|---|---|',
-  ];
-  for (const r of rows) {
-    const g = goal(r);
-    lines.push(
-      `| ${r.kind}${r.extra ? ` (${r.extra})` : ''} | ${r.convs} | ${r.promptTokens} tokens | ${r.warmMs.toFixed(0)} ms | ${r.coldMs.toFixed(0)} ms | ${r.ratio.toFixed(2)}x | ${g ? `>= ${g}x ${r.ratio >= g ? 'met' : 'MISSED'}` : ''} | ${r.cachedShare === null ? '' : `${(r.cachedShare * 100).toFixed(0)}%`} | ${r.tps.toFixed(1)} |`,
-    );
-  }
-  if (anchor) {
-    lines.push('', '| vigil / llama-server | 2 conversations | 4 conversations | goal |', '|---|---|---|---|');
-    const v = (c) => rows.find((r) => r.kind === 'vigil' && r.convs === c && r.extra === '');
-    const l = (c) => rows.find((r) => r.kind === 'llama-server' && r.convs === c);
-    const pair = (f) => [2, 4].map((c) => `${f(v(c), l(c)).toFixed(2)}x`).join(' | ');
-    lines.push(`| warm TTFT | ${pair((a, b) => a.warmMs / b.warmMs)} | <= 1.0x |`);
-    lines.push(`| cold TTFT | ${pair((a, b) => a.coldMs / b.coldMs)} | <= 1.1x |`);
-    lines.push(`| generation tok/s | ${pair((a, b) => a.tps / b.tps)} | >= 0.95x |`);
-  }
-  console.log(lines.join('\n'));
-  if (JSON_OUT) console.log(JSON.stringify({ turns: TURNS, threads: THREADS, rows }, null, 2));
+  const loadEnd = loadavg();
+  console.log(
+    table(rows, anchor) +
+      `\n\n${TURNS} turns, --threads ${THREADS} (llama-server -t/-tb ${THREADS}), --parallel 2, small model (f16); ` +
+      `load average ${loadStart.map((x) => x.toFixed(1)).join(' ')} at the start, ${loadEnd.map((x) => x.toFixed(1)).join(' ')} at the end, on ${cpus().length} CPUs`,
+  );
+  if (JSON_OUT) console.log(JSON.stringify({ turns: TURNS, threads: THREADS, loadStart, loadEnd, rows }, null, 2));
 }
 
 main().then(

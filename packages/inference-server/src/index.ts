@@ -75,6 +75,15 @@ export {
 export { INFERENCE_SERVE_OPTIONS, type ServeFlags } from './options.js';
 export { EWMA_WEIGHT, retryAfterEstimate, Scheduler } from './scheduler.js';
 export { type ServerHandle, type ServerState, start } from './server.js';
-export { chooseSlot, commonPrefix, isPrefixHit, MIN_PREFIX_SHARE, type SlotView } from './slots.js';
+export {
+  chooseSlot,
+  chooseWaiter,
+  commonPrefix,
+  isPrefixHit,
+  MAX_PASSED_OVER,
+  MIN_PREFIX_SHARE,
+  type SlotView,
+  type WaiterView,
+} from './slots.js';
 export { type RefusalLog, refusalLog, refusalReason } from './tls-refusals.js';
 export { VERSION } from './version.js';

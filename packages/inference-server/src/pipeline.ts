@@ -14,11 +14,12 @@ import { PRIMARY_SUCCESS_MARKER } from '@vigil/shared-types';
 import type { Token } from 'node-llama-cpp';
 import type { ServerContext } from './context.js';
 import type { Engine, FunctionCalling } from './engine.js';
-import { ApiError, ContextLengthError, EndReason, invalid, QueueFullError } from './errors.js';
+import { ApiError, ContextLengthError, invalid, QueueFullError } from './errors.js';
 import { chatFunctions } from './history.js';
 import { readBody, sendJson } from './http.js';
 import { type FinishReason, invalidJson, modelLoading, modelNotFound, shuttingDown } from './openai.js';
 import type { CompletionRequest } from './request.js';
+import { type RequestAbort, requestAbort } from './request-abort.js';
 
 /** One generated choice as the engine ends it: text, why it ended, the calls it made. */
 export interface GeneratedChoice {
@@ -126,45 +127,6 @@ export function checkModel(ctx: ServerContext, model: string): Engine {
 /** Sends `err` in the protocol's shape (nothing when the reply has begun or the client left). */
 export function sendProtocolError(res: ServerResponse, protocol: Pick<Protocol, 'errorBody'>, err: ApiError): void {
   sendJson(res, err.status, protocol.errorBody(err), { ...err.headers });
-}
-
-/** A request's end, whatever comes first: its deadline, its client leaving, the shutdown. */
-export interface RequestAbort {
-  readonly signal: AbortSignal;
-  /** Rejects when the request is aborted, whatever the native side does. */
-  readonly aborted: Promise<never>;
-  /** Clears the deadline and forgets the request (call once, at its end). */
-  done(): void;
-}
-
-/** Arms the deadline (`--request-timeout`, queueing included) and the client's leaving for one request. */
-export function requestAbort(ctx: ServerContext, res: ServerResponse, what = 'The completion'): RequestAbort {
-  const ac = new AbortController();
-  const abort = (reason: EndReason) => {
-    if (!ac.signal.aborted) ac.abort(reason);
-  };
-  ctx.inFlight.add(abort);
-  const s = ctx.config.requestTimeoutMs / 1000;
-  const timer = setTimeout(
-    () => abort(new EndReason('timeout', `${what} did not finish within ${s} s (--request-timeout) and was stopped.`)),
-    ctx.config.requestTimeoutMs,
-  );
-  res.on('close', () => {
-    if (!res.writableFinished) abort(new EndReason('client', 'The client closed the connection.'));
-  });
-  const aborted = new Promise<never>((_, reject) => {
-    if (ac.signal.aborted) reject(ac.signal.reason);
-    ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });
-  });
-  aborted.catch(() => {});
-  return {
-    signal: ac.signal,
-    aborted,
-    done: () => {
-      clearTimeout(timer);
-      ctx.inFlight.delete(abort);
-    },
-  };
 }
 
 /** Token counts so far (read by the failure's access-log line too). */

@@ -2,12 +2,13 @@
  * Hands out the model's context sequences ("slots"): one per running completion, a bounded queue
  * of waiters in arrival order, and an immediate refusal when that queue is full. A free slot is
  * chosen by the prefix its sequence shares with the prompt (slots.ts); a slot given back goes to
- * the first waiter, whichever it is (arrival order first). A slot whose
+ * the waiter whose prompt shares the longest prefix with it, else the first (slots.ts,
+ * chooseWaiter: a waiter is passed over a bounded number of times). A slot whose
  * completion was aborted but whose generation has not let go of it after `stuckAfterMs` counts
  * as stuck: when every slot is stuck no completion can be served, and /health says so.
  */
 import { QueueFullError } from './errors.js';
-import { chooseSlot, type SlotView } from './slots.js';
+import { chooseSlot, chooseWaiter, type SlotView } from './slots.js';
 
 /** Tokens of `slot`'s sequence that the prompt starts with. */
 export type PrefixOf = (slot: number) => number;
@@ -17,6 +18,10 @@ interface Waiter {
   reject(err: unknown): void;
   signal: AbortSignal;
   onAbort: () => void;
+  prefixOf: PrefixOf | undefined;
+  promptLength: number;
+  /** Later waiters that got a slot before this one. */
+  passedOver: number;
 }
 
 export class Scheduler {
@@ -78,6 +83,9 @@ export class Scheduler {
         resolve: (slot) => resolve(this.handOut(slot)),
         reject,
         signal,
+        prefixOf,
+        promptLength,
+        passedOver: 0,
         onAbort: () => {
           const i = this.queue.indexOf(waiter);
           if (i >= 0) this.queue.splice(i, 1);
@@ -99,13 +107,24 @@ export class Scheduler {
     if (!this.abortedAt.has(slot)) this.abortedAt.set(slot, Date.now());
   }
 
-  /** Gives `slot` back: to the first waiter, or to the free list. */
+  /**
+   * Gives `slot` back: to the waiter whose prompt shares the longest prefix with its sequence
+   * (chooseWaiter; those before it are passed over once more), or to the free list.
+   */
   release(slot: number, durationMs?: number): void {
     this.abortedAt.delete(slot);
     if (durationMs !== undefined) {
       this.meanMs = this.meanMs === null ? durationMs : this.meanMs + EWMA_WEIGHT * (durationMs - this.meanMs);
     }
-    const next = this.queue.shift();
+    const i = chooseWaiter(
+      this.queue.map((w) => ({
+        matched: matchedOn(w.prefixOf, slot),
+        promptLength: w.promptLength,
+        passedOver: w.passedOver,
+      })),
+    );
+    const next = i >= 0 ? this.queue.splice(i, 1)[0] : undefined;
+    for (let k = 0; k < i; k++) this.queue[k]!.passedOver++;
     if (next) {
       next.signal.removeEventListener('abort', next.onAbort);
       next.resolve(slot);
@@ -125,6 +144,18 @@ export class Scheduler {
   /** Seconds a refused client should wait: see `retryAfterEstimate`. */
   retryAfterS(): number {
     return retryAfterEstimate(this.meanMs, this.queue.length, this.slots);
+  }
+}
+
+/**
+ * What `prefixOf` says of `slot`; 0 when there is none or it fails (a sequence disposed at
+ * shutdown): a slot is given back from a generation's end, where a throw would be unhandled.
+ */
+function matchedOn(prefixOf: PrefixOf | undefined, slot: number): number {
+  try {
+    return prefixOf ? prefixOf(slot) : 0;
+  } catch {
+    return 0;
   }
 }
 

@@ -10,8 +10,27 @@ import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import type OpenAI from 'openai';
 import { installAdaptiveThreads } from '../src/adaptive-threads.js';
-import { chooseSlot, commonPrefix, isPrefixHit, Scheduler, type SlotView } from '../src/index.js';
-import { openaiClient, readLines, request, serveTiny, tinyModel, tmpDir, waitHealthy } from './helpers.js';
+import {
+  chooseSlot,
+  chooseWaiter,
+  commonPrefix,
+  isPrefixHit,
+  MAX_PASSED_OVER,
+  Scheduler,
+  type SlotView,
+  type WaiterView,
+} from '../src/index.js';
+import {
+  openaiClient,
+  readLines,
+  request,
+  SseCompletion,
+  serveTiny,
+  tinyModel,
+  tmpDir,
+  waitBusy,
+  waitHealthy,
+} from './helpers.js';
 
 const { dir, model: MODEL } = tinyModel();
 
@@ -52,6 +71,75 @@ describe('slot choice', () => {
     s.release(0);
     s.release(2);
     expect(await s.acquire(never)).toBe(1);
+  });
+});
+
+describe('who gets a slot given back', () => {
+  const w = (matched: number, passedOver = 0, promptLength = 100): WaiterView => ({
+    matched,
+    promptLength,
+    passedOver,
+  });
+  it.each([
+    ['nobody waits', [], -1],
+    ['the waiter whose prompt the slot holds, not the first', [w(0), w(0), w(80)], 2],
+    ['the longest prefix of several', [w(20), w(90), w(50)], 1],
+    ['equal prefixes: the one waiting longest', [w(0), w(40), w(40)], 1],
+    ['no useful prefix anywhere: the first', [w(0), w(5), w(9)], 0],
+    ['a prefix under 10% of its prompt does not count', [w(0), w(9, 0, 100)], 0],
+    ['the first passed over fewer times than the bound still yields', [w(0, MAX_PASSED_OVER - 1), w(80)], 1],
+    ['the first passed over the bound times gets it, whatever matches', [w(0, MAX_PASSED_OVER), w(80)], 0],
+    ['one waiter', [w(0, 0)], 0],
+  ])('%s', (_why, waiters, expected) => {
+    expect(chooseWaiter(waiters)).toBe(expected);
+  });
+
+  it('the scheduler gives a freed slot to the matching waiter, and the first waiter after the bound', async () => {
+    const s = new Scheduler(1, 16);
+    const never = new AbortController().signal;
+    expect(await s.acquire(never)).toBe(0);
+    const order: string[] = [];
+    const wait = (name: string, matches: boolean) =>
+      s
+        .acquire(never, () => (matches ? 50 : 0), 100)
+        .then((slot) => {
+          order.push(name);
+          return slot;
+        });
+    const first = wait('newcomer', false);
+    const turns: Promise<number>[] = [];
+    for (let i = 0; i <= MAX_PASSED_OVER; i++) turns.push(wait(`turn ${i}`, true));
+    // Each slot given back goes to a waiting turn of the slot's conversation, until the newcomer
+    // was passed over MAX_PASSED_OVER times; then the newcomer gets it.
+    for (let i = 0; i <= MAX_PASSED_OVER; i++) {
+      s.release(0);
+      await Promise.race([first, ...turns]);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(order).toEqual([...Array.from({ length: MAX_PASSED_OVER }, (_, i) => `turn ${i}`), 'newcomer']);
+    s.release(0);
+    await turns[MAX_PASSED_OVER];
+    expect(order.at(-1)).toBe(`turn ${MAX_PASSED_OVER}`);
+    expect(s.waiting).toBe(0);
+  });
+
+  it('a prefix that cannot be read counts as none: the slot still goes to the first waiter', async () => {
+    const s = new Scheduler(1, 4);
+    const never = new AbortController().signal;
+    expect(await s.acquire(never)).toBe(0);
+    const first = s.acquire(
+      never,
+      () => {
+        throw new Error('the sequence is disposed');
+      },
+      100,
+    );
+    const second = s.acquire(never, () => 0, 100);
+    expect(() => s.release(0)).not.toThrow();
+    expect(await first).toBe(0);
+    expect(s.waiting).toBe(1);
+    s.rejectAll(new Error('stop'));
+    await expect(second).rejects.toThrow('stop');
   });
 });
 
@@ -198,6 +286,41 @@ describe('prefix reuse on the tiny model', () => {
     }
     expect(await cold(finals)).toEqual(warm);
     expect(await cold(finals, { temperature: 0.9, seed: 42 })).toEqual(seeded);
+  }, 120_000);
+
+  it('a slot given back goes to the queued next turn of its conversation before a newcomer queued earlier', async () => {
+    const log = join(dir, 'access-queue.log');
+    const s = await serveTiny(MODEL, ['--parallel', '1', '--state-cache-mib', '0', '--access-log', log]);
+    try {
+      await waitHealthy(s.http!);
+      const client = openaiClient(s.http!);
+      const depth = async () =>
+        Number(/^inference_queue_depth (\d+)$/m.exec((await request(s.http!, { path: '/metrics' })).text)?.[1]);
+      const waitDepth = async (n: number) => {
+        const deadline = Date.now() + 20_000;
+        while ((await depth()) < n) {
+          if (Date.now() > deadline) throw new Error(`the queue did not reach ${n}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      };
+      // Conversation 0's first turn holds the only slot (a long generation, ended by its client).
+      const first = conversation(0, []);
+      const holder = await SseCompletion.open(s.http!, { model: 'tiny', messages: first, max_tokens: 30_000 });
+      await waitBusy(s.http!, 1);
+      const newcomer = ask(client, conversation(7, []));
+      await waitDepth(1);
+      const next = ask(client, [...first, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'and?' }]);
+      await waitDepth(2);
+      holder.close();
+      const [n, c] = await Promise.all([next, newcomer]);
+      // The next turn found its conversation in the slot; the newcomer came after it.
+      expect(cached(n.usage)).toBeGreaterThan(n.usage.prompt_tokens / 2);
+      expect(cached(c.usage)).toBeLessThan(c.usage.prompt_tokens / 10);
+      const done = readLines(log).filter((l) => l.msg === 'request completed');
+      expect(done.map((l) => l.cached_tokens)).toEqual([cached(n.usage), cached(c.usage)]);
+    } finally {
+      s.child.kill('SIGKILL');
+    }
   }, 120_000);
 
   it('a conversation evicted from the only slot is restored from its saved state and answers as cold', async () => {

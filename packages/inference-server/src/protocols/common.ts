@@ -7,8 +7,8 @@
 import type { z } from '@vigil/shared-types';
 import { invalid } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { toInvalid } from '../request.js';
 import { ANNOTATIONS, ENFORCED, FORMATS } from '../schema.js';
+import { toInvalid } from '../zod-issues.js';
 
 /** `value` (found at `path` in `root`) checked against `schema`; a 400 naming the field when it fails. */
 export function check<T extends z.ZodType>(

@@ -12,7 +12,8 @@ import type { ServerContext } from '../context.js';
 import { ContextLengthError } from '../errors.js';
 import { sendJson } from '../http.js';
 import { invalid, toApiError } from '../openai.js';
-import { checkModel, readJson, requestAbort, sendProtocolError } from '../pipeline.js';
+import { checkModel, readJson, sendProtocolError } from '../pipeline.js';
+import { requestAbort } from '../request-abort.js';
 import { check, objectAt } from './common.js';
 
 const top = z.object({
