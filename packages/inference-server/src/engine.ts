@@ -64,6 +64,8 @@ export class Engine {
       readonly batchThreads: number;
       readonly adaptiveThreads: boolean;
       readonly chatWrapper: string;
+      /** node-llama-cpp's native binary: `prebuilt` (the npm package's) or `localBuild` (built for this CPU). */
+      readonly buildType: string;
     },
     /** Schemas' grammars and tools lists, built off the event loop within a budget. */
     private readonly grammars: Grammars,
@@ -146,6 +148,7 @@ export class Engine {
           batchThreads: options.batchThreads,
           adaptiveThreads: false,
           chatWrapper: chatWrapper.wrapperName,
+          buildType: llama.buildType,
         },
         new Grammars(llama, lib.LlamaText, options.grammar ?? DEFAULT_GRAMMAR_OPTIONS, logger),
       );

@@ -106,6 +106,7 @@ function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: numb
     workerThreadsLowered: lowered,
     parallel: config.parallel,
     chatWrapper: e.info.chatWrapper,
+    llamaBuild: e.info.buildType,
     stateCacheMib: e.states ? config.stateCacheMib : 0,
   });
 }

@@ -66,6 +66,8 @@ describe('--worker-nice', () => {
     server = await serveTiny(MODEL, ['--parallel', '1']);
     const loaded = JSON.parse(await server.waitForLog('"msg":"model loaded"'));
     expect(loaded.workerThreadsLowered).toBe(0);
+    // Which native binary runs the model is said at load: the npm package's, unless one was built here.
+    expect(['prebuilt', 'localBuild']).toContain(loaded.llamaBuild);
     expect([...new Set(listThreads(server.child.pid!).map((t) => t.nice))]).toEqual([BASE]);
   });
 });
