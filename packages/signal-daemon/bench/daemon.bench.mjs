@@ -77,6 +77,8 @@ const WARMUP_MS = QUICK ? 200 : 250;
 const MEASURE_MS = QUICK ? 400 : 700;
 const SSE_WARMUP_MS = QUICK ? 300 : 1000;
 const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
+/** After the loads: how long the two daemons' CPU is measured with no traffic (none may spin). */
+const IDLE_MS = 10_000;
 /** send -> SSE: paced rates (msg/s) with their p99 goals (ms), then sustained; each with 1 and 5 event streams. */
 const PACED_RATES = [1000, 5000];
 const P99_GOAL_MS = { 1000: 5, 5000: 10 };
@@ -767,6 +769,12 @@ async function main() {
       for (const rate of [...PACED_RATES, null]) await sse(`sse_${rate ?? 'max'}_x${consumers}`, rate, consumers);
     }
   }
+  // Idle: after the loads (the daemons' own timers, watches and checkpoints only), CPU ms per s.
+  log(`idle: ${IDLE_MS / 1000} s with no traffic`);
+  await sleep(2000); // the last phase's deliveries and checkpoints end first
+  const idle1 = cpuMs([a.child.pid, b.child.pid]);
+  await sleep(IDLE_MS);
+  const idleCpuMsPerS = (cpuMs([a.child.pid, b.child.pid]).servers - idle1.servers) / (IDLE_MS / 1000);
   for (const [name, d] of [
     ['A', a],
     ['B', b],
@@ -839,6 +847,7 @@ async function main() {
     const bytes = ['', '-wal'].reduce((t, ext) => t + fileSize(`${localnet}${ext}`), 0);
     add('network file MB per 100,000 messages', (bytes / acked) * 100_000, undefined, fmt.mb);
   }
+  add('daemons A+B idle CPU, ms per s (10 s, no traffic)', idleCpuMsPerS, undefined, fmt.us);
   const notes = [];
   for (const [key, x] of Object.entries(r)) {
     for (const side of ['vigil', 'baseline']) {
