@@ -23,10 +23,11 @@ export const HARD_LIMIT_FACTOR = 8;
  *
  * A TRUNCATE holds the file's write lock while it copies the rest of the WAL, waits for readers
  * and syncs (7–50 ms measured under the bench's load, once a second): every send and delivery
- * waits meanwhile. While commits flow, the WAL starts over by itself once a PASSIVE checkpoint
- * has copied all of it (the next writer writes from its start, and journal_size_limit cuts the
- * file back to the limit), so a TRUNCATE is made only when no commit was made since the last
- * tick (it stops nobody) or as a bound when the WAL is far over the limit.
+ * waits meanwhile. While commits flow, the WAL may start over by itself once a PASSIVE
+ * checkpoint has copied all of it and no reader uses it (journal_size_limit then cuts the file
+ * back to the limit); a TRUNCATE is made only when no commit was made since the last tick (it
+ * stops nobody) or as a bound when the WAL is far over the limit (then every few seconds under
+ * steady traffic, not every second).
  */
 export function checkpointOnce(db, pageSize, walLimitBytes, busyTimeoutMs, last = { log: -1 }) {
   try {

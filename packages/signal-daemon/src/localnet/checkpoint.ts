@@ -1,8 +1,8 @@
 /**
  * Checkpoints of the local network's WAL. Several daemons write the file all the time, so
  * SQLite's automatic checkpoint rarely completes and is retried, with fsyncs, at nearly every
- * commit. Instead each daemon checkpoints once a second: passively (the WAL then starts over at
- * the next commit), and with a truncation (at most 10 ms of waiting for readers) once the WAL is
+ * commit. Instead each daemon checkpoints once a second: passively (the WAL may then start over
+ * at the next commit), and with a truncation (at most 10 ms of waiting for readers) once the WAL is
  * large and no commit came in the last second, or it is far too large (see worker/checkpoint.js:
  * a truncation stops every writer while it runs); from a worker thread with a connection of its own, so that the
  * checkpoint's page writes and fsyncs (tens of ms) never stop the event loop. Where a worker
