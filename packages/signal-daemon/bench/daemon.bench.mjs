@@ -45,6 +45,7 @@ import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { daemonClient } from '@vigil/shared-types/node';
+import { percentiles, STAGES, Stages, wallClock } from './stages.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'signal-daemon.js');
@@ -76,6 +77,8 @@ const WARMUP_MS = QUICK ? 200 : 250;
 const MEASURE_MS = QUICK ? 400 : 700;
 const SSE_WARMUP_MS = QUICK ? 300 : 1000;
 const SSE_MEASURE_MS = QUICK ? 1500 : 5000;
+/** After the loads: how long the two daemons' CPU is measured with no traffic (none may spin). */
+const IDLE_MS = 10_000;
 /** send -> SSE: paced rates (msg/s) with their p99 goals (ms), then sustained; each with 1 and 5 event streams. */
 const PACED_RATES = [1000, 5000];
 const P99_GOAL_MS = { 1000: 5, 5000: 10 };
@@ -92,6 +95,7 @@ const START_TIMEOUT_MS = 15_000;
 const RUN_TIMEOUT_MS = 400_000;
 
 const T0 = process.hrtime.bigint();
+const wallMs = wallClock(T0);
 const LOAD_AT_START = loadavg()[0].toFixed(2);
 /** Nanoseconds since the start of the run, as a Number (exact for ~100 days). */
 const now = () => Number(process.hrtime.bigint() - T0);
@@ -336,14 +340,6 @@ function sseClient(port, onEvent) {
 
 // ---- statistics -----------------------------------------------------------------------------
 
-/** Latency samples in nanoseconds → {p50, p99, max} in milliseconds (nearest rank). */
-function percentiles(samples, n) {
-  if (n === 0) return { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
-  const a = samples.subarray(0, n).sort();
-  const at = (q) => a[Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))] / 1e6;
-  return { p50: at(0.5), p99: at(0.99), max: a[n - 1] / 1e6 };
-}
-
 /** Per field, the median over rounds (counts summed); the rounds themselves kept under `rounds`. */
 /** The median of the finite numbers (the lower middle one of an even count); NaN when none. */
 function median(xs) {
@@ -500,6 +496,7 @@ async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
   const measured = new Uint8Array(MAX_MESSAGES + 1);
   const lat = new Float64Array(MAX_SAMPLES);
   let n = 0;
+  const stages = new Stages(MAX_SAMPLES);
   const sentAt = new Float64Array(MAX_MESSAGES + 1);
   const ackLat = new Float64Array(MAX_SAMPLES);
   let ackN = 0;
@@ -525,8 +522,10 @@ async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
 
   const onEvent = (c) => (data, t) => {
     let message;
+    let envelope;
     try {
-      message = JSON.parse(data).envelope?.dataMessage?.message;
+      envelope = JSON.parse(data).envelope;
+      message = envelope?.dataMessage?.message;
     } catch {
       strangers++;
       return;
@@ -551,6 +550,7 @@ async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
       measuredArrived++;
       lastMeasuredArrival = Math.max(lastMeasuredArrival, t);
       if (n < MAX_SAMPLES) lat[n++] = t - Number(sentNs);
+      if (c === 0) stages.add(wallMs(Number(sentNs)), envelope, wallMs(t));
     }
   };
   const streams = [];
@@ -659,6 +659,7 @@ async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
     measured: measuredSent,
     ...percentiles(lat, n),
     ack: percentiles(ackLat, ackN),
+    stages: stages.result(),
     cpu: cpuBetween(c1, c2, measureS, measuredAcked),
   };
 }
@@ -768,6 +769,12 @@ async function main() {
       for (const rate of [...PACED_RATES, null]) await sse(`sse_${rate ?? 'max'}_x${consumers}`, rate, consumers);
     }
   }
+  // Idle: after the loads (the daemons' own timers, watches and checkpoints only), CPU ms per s.
+  log(`idle: ${IDLE_MS / 1000} s with no traffic`);
+  await sleep(2000); // the last phase's deliveries and checkpoints end first
+  const idle1 = cpuMs([a.child.pid, b.child.pid]);
+  await sleep(IDLE_MS);
+  const idleCpuMsPerS = (cpuMs([a.child.pid, b.child.pid]).servers - idle1.servers) / (IDLE_MS / 1000);
   for (const [name, d] of [
     ['A', a],
     ['B', b],
@@ -812,6 +819,11 @@ async function main() {
     add(`${label} p99 ms`, v.p99, b.p99, fmt.ms, goal && `< ${goal}`, goal ? v.p99 < goal : undefined);
     add(`${label} max ms`, v.max, b.max, fmt.ms);
     add(`${label} send reply p99 ms`, v.ack.p99, b.ack.p99, fmt.ms);
+    // Where the latency goes (see bench/stages.mjs): to A, A -> B, B -> SSE.
+    for (const q of ['p50', 'p99']) {
+      const stages = (x) => (x ? STAGES.map((st) => fmt.ms(x[st][q])).join(' / ') : 'n/a');
+      add(`${label} ${q} ms to A / A->B / B->SSE`, v.stages, undefined, stages);
+    }
     add(`${label} server CPU us/msg`, v.cpu.serverUsPerUnit, b.cpu.serverUsPerUnit, fmt.us);
   }
   if (sseRuns.length > 0) {
@@ -835,6 +847,7 @@ async function main() {
     const bytes = ['', '-wal'].reduce((t, ext) => t + fileSize(`${localnet}${ext}`), 0);
     add('network file MB per 100,000 messages', (bytes / acked) * 100_000, undefined, fmt.mb);
   }
+  add('daemons A+B idle CPU, ms per s (10 s, no traffic)', idleCpuMsPerS, undefined, fmt.us);
   const notes = [];
   for (const [key, x] of Object.entries(r)) {
     for (const side of ['vigil', 'baseline']) {

@@ -7,10 +7,18 @@ export interface CheckpointerJob {
   readonly walLimitBytes: number;
 }
 
-/** Checkpoints once: PASSIVE, then TRUNCATE (10 ms for readers) when the WAL is over the limit. */
+/** Over this many times the limit, the WAL is truncated even while commits are made. */
+export const HARD_LIMIT_FACTOR: number;
+
+/**
+ * Checkpoints once: PASSIVE, then TRUNCATE (10 ms for readers) when the WAL is over the limit and
+ * its size did not change since the last tick (`last`, kept by the caller), or is over
+ * HARD_LIMIT_FACTOR times the limit.
+ */
 export function checkpointOnce(
   db: Database.Database,
   pageSize: number,
   walLimitBytes: number,
   busyTimeoutMs: number,
+  last?: { log: number },
 ): void;

@@ -1,9 +1,10 @@
 /**
  * Checkpoints of the local network's WAL. Several daemons write the file all the time, so
  * SQLite's automatic checkpoint rarely completes and is retried, with fsyncs, at nearly every
- * commit; and readers that never all stop keep the WAL from ever starting over. Instead each
- * daemon checkpoints once a second: passively, and with a truncation (at most 10 ms of waiting for
- * readers) once the WAL is large; from a worker thread with a connection of its own, so that the
+ * commit. Instead each daemon checkpoints once a second: passively (the WAL may then start over
+ * at the next commit), and with a truncation (at most 10 ms of waiting for readers) once the WAL is
+ * large and no commit came in the last second, or it is far too large (see worker/checkpoint.js:
+ * a truncation stops every writer while it runs); from a worker thread with a connection of its own, so that the
  * checkpoint's page writes and fsyncs (tens of ms) never stop the event loop. Where a worker
  * cannot start, on the daemon's own connection.
  */
@@ -28,7 +29,8 @@ export function startCheckpointer(
 ): { stop(): Promise<void> } {
   const pageSize = db.pragma('page_size', { simple: true }) as number;
   const inLoop = () => {
-    const t = setInterval(() => checkpointOnce(db, pageSize, WAL_LIMIT_BYTES, busyTimeoutMs), CHECKPOINT_MS);
+    const last = { log: -1 };
+    const t = setInterval(() => checkpointOnce(db, pageSize, WAL_LIMIT_BYTES, busyTimeoutMs, last), CHECKPOINT_MS);
     t.unref();
     return { stop: async () => clearInterval(t) };
   };
