@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs every benchmark under bench/ and packages/*/bench/ (files named *.bench.mjs, importing
 // the built packages), one after another, each printing its own table. Benchmarks are not tests: they measure ratios against a baseline in the same run.
-// Pass names to run only some: `pnpm bench relay`.
+// Pass names to run only some: `pnpm bench relay`. What follows the names, from the first argument
+// that starts with a dash, is passed to each benchmark run: `pnpm bench daemon --quick --only=sse`.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -12,7 +13,10 @@ const dirs = [
   join(root, 'bench'),
   ...readdirSync(join(root, 'packages')).map((p) => join(root, 'packages', p, 'bench')),
 ];
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2);
+const firstFlag = args.findIndex((a) => a.startsWith('-'));
+const filters = firstFlag < 0 ? args : args.slice(0, firstFlag);
+const passed = firstFlag < 0 ? [] : args.slice(firstFlag);
 const benches = dirs
   .filter((d) => existsSync(d))
   .flatMap((d) =>
@@ -29,7 +33,7 @@ if (benches.length === 0) {
 let failed = 0;
 for (const file of benches) {
   console.log(`\n=== ${file.slice(root.length + 1)}`);
-  const r = spawnSync(process.execPath, [file], { stdio: 'inherit', cwd: root });
+  const r = spawnSync(process.execPath, [file, ...passed], { stdio: 'inherit', cwd: root });
   if (r.status !== 0) failed++;
 }
 process.exit(failed === 0 ? 0 : 1);
