@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
 import ts from 'typescript';
@@ -47,6 +47,41 @@ const longFunctions = (p: string, limit: number): string[] => {
     ts.forEachChild(node, visit);
   };
   visit(sf);
+  return found;
+};
+
+/** The relative imports and re-exports of a source file (type-only ones too), as repository paths. */
+const importsOf = (p: string): string[] => {
+  const sf = ts.createSourceFile(p, read(p), ts.ScriptTarget.Latest, false);
+  return sf.statements.flatMap((s) => {
+    if (!(ts.isImportDeclaration(s) || ts.isExportDeclaration(s)) || !s.moduleSpecifier) return [];
+    const spec = (s.moduleSpecifier as ts.StringLiteral).text;
+    if (!spec.startsWith('.')) return [];
+    const file = posix.join(posix.dirname(p), spec.replace(/\.js$/, '.ts'));
+    return [existsSync(join(root, file)) ? file : posix.join(file.replace(/\.ts$/, ''), 'index.ts')];
+  });
+};
+
+/** Every import circle among files: each strongly connected component of two files or more (Tarjan). */
+const circles = (files: string[]): string[][] => {
+  const graph = new Map(files.map((f) => [f, importsOf(f)]));
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const found: string[][] = [];
+  const connect = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) as number);
+    stack.push(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) connect(w);
+      if (stack.includes(w)) low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const part = stack.splice(stack.indexOf(v));
+    if (part.length > 1) found.push(part.sort());
+  };
+  for (const f of files) if (!index.has(f)) connect(f);
   return found;
 };
 
@@ -111,6 +146,10 @@ describe('the repository', () => {
 
   it('has no function in packages/*/src over 120 lines (nested ones, methods and arrows included)', () => {
     expect(sources().flatMap((p) => longFunctions(p, 120))).toEqual([]);
+  });
+
+  it('has no import circle among the sources of any package (type-only imports included)', () => {
+    expect(circles(sources())).toEqual([]);
   });
 
   it('says what docker/ and deploy/ will hold', () => {
