@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describeError, ExitCode } from '@vigil/shared-types';
 import {
   addOptions,
+  binProgram,
   ensureDir,
   PRIVATE_DIR,
   PRIVATE_FILE,
@@ -51,13 +52,11 @@ function exitOnFatal(logger: Logger): void {
   process.on('unhandledRejection', fatal('unhandled rejection'));
 }
 
-const program = new Command(BIN)
-  .description(
-    'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
-  )
-  .version(VERSION, '-V, --version', 'print the version and exit')
-  .helpOption('-h, --help', 'print this help and exit')
-  .exitOverride()
+const program = binProgram(
+  new Command(BIN),
+  'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
+  VERSION,
+)
   .showHelpAfterError(false)
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
