@@ -4,8 +4,7 @@ import {
   createServiceLogger,
   readOptions,
   runCli,
-  serviceNotifier,
-  stopOnSignals,
+  serveUntilSignalled,
 } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import winston from 'winston';
@@ -26,16 +25,9 @@ const program = addOptions(
 ).action(async () => {
   const o = readOptions(program, SIGNAL_DAEMON_OPTIONS);
   const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
-  // The handlers are in place before `listening` is logged: a SIGTERM sent as soon as a
-  // supervisor reads that line stops the daemon cleanly (exit 0) instead of killing it.
-  let started: Promise<{ close(): Promise<void> }> | undefined;
-  // systemd's Type=notify (or the dev supervisor): READY=1 once both listeners serve; the watchdog
-  // is fed while the event loop turns.
-  const notifier = serviceNotifier({ warn: (m) => logger.warn(m) });
-  stopOnSignals({ close: async () => (await started)?.close() }, logger, notifier);
-  started = start(optionsFromFlags(o, logger));
-  await started;
-  notifier.ready(`serving ${o.account}`);
+  // Signal handlers before `listening` is logged (a SIGTERM sent as soon as a supervisor reads that
+  // line stops the daemon cleanly, exit 0); READY=1 once both listeners serve.
+  await serveUntilSignalled(logger, o.account, (onState) => start({ ...optionsFromFlags(o, logger), onState }));
 });
 
 await runCli(BIN, () => program.parseAsync(process.argv));

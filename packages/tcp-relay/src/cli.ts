@@ -5,8 +5,7 @@ import {
   createServiceLogger,
   readOptions,
   runCli,
-  serviceNotifier,
-  stopOnSignals,
+  serveUntilSignalled,
 } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import winston from 'winston';
@@ -26,12 +25,9 @@ const program = addOptions(
 ).action(async () => {
   const o = readOptions(program, TCP_RELAY_OPTIONS);
   const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
-  const relay = await startRelay(relayConfig(o, logger));
-  // systemd's Type=notify (or the dev supervisor): ready once the relay runs; the watchdog is fed
-  // while the event loop turns.
-  const notifier = serviceNotifier({ warn: (m) => logger.warn(m) });
-  stopOnSignals(relay, logger, notifier);
-  notifier.ready(`relaying ${formatHostPort(o.listen)} to ${formatHostPort(o.target)}`);
+  // READY=1 once the relay runs (bound, or waiting for its listen address to appear).
+  const what = `${formatHostPort(o.listen)} -> ${formatHostPort(o.target)}`;
+  await serveUntilSignalled(logger, what, (onState) => startRelay(relayConfig(o, logger), onState));
 });
 
 await runCli(BIN, () => program.parseAsync(process.argv));
