@@ -15,6 +15,7 @@ import { expectWatchdogLifecycle } from './notify-lifecycle.js';
 import { type FakeNotifySocket, fakeNotifySocket } from './notify-socket.js';
 import { exited, until } from './support.js';
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const RELAY = fileURLToPath(new URL('../packages/tcp-relay/bin/tcp-relay.js', import.meta.url));
 
 describe('service watchdog notifications', () => {
@@ -32,7 +33,7 @@ describe('service watchdog notifications', () => {
     sock = null;
   });
 
-  it('the relay: READY=1, WATCHDOG=1 every half period, none while stopped, STOPPING=1 on SIGTERM', async () => {
+  it('the relay: READY=1, WATCHDOG=1 every half period, none while stopped, STOPPING=1 on SIGTERM; each once', async () => {
     sock = await fakeNotifySocket();
     const relay = spawn(process.execPath, [RELAY, '--listen', '127.0.0.1:0', '--target', '127.0.0.1:1'], {
       env: { ...process.env, NOTIFY_SOCKET: sock.path, WATCHDOG_USEC: '1000000' },
@@ -43,6 +44,13 @@ describe('service watchdog notifications', () => {
     relay.kill('SIGTERM');
     expect(await exited(relay)).toEqual({ code: 0, signal: null });
     await until('STOPPING=1', () => sock!.messages.some((m) => m.m === 'STOPPING=1'));
+    await sleep(1000); // a second STOPPING=1 (from the lifecycle's own `stopping`) would be on its way
+    const names = sock.messages.map((m) => m.m);
+    // The STATUS= lines follow the lifecycle: serving, then stopping (with the signal's name).
+    expect(names).toContain('STATUS=serving 127.0.0.1:0 -> 127.0.0.1:1');
+    expect(names.indexOf('STATUS=stopping (SIGTERM)')).toBeGreaterThan(names.indexOf('READY=1'));
+    expect(names.filter((m) => m === 'READY=1')).toHaveLength(1);
+    expect(names.filter((m) => m === 'STOPPING=1')).toHaveLength(1);
   });
 
   it('the messaging daemon: the same, with its STATUS= line', async () => {

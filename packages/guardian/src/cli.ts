@@ -1,5 +1,12 @@
 import { ExitCode } from '@vigil/shared-types';
-import { addOptions, type OptionTable, runCli, serviceNotifier, stopOnSignals } from '@vigil/shared-types/node';
+import {
+  addOptions,
+  binProgram,
+  type OptionTable,
+  runCli,
+  serviceNotifier,
+  stopOnSignals,
+} from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import { loadConfig } from './config.js';
 import { Guardian, type StatusReport } from './guardian.js';
@@ -63,12 +70,11 @@ export function humanStatus(s: StatusReport, restartWindowS: number, circuitWind
   return `${lines.join('\n')}\n`;
 }
 
-const program = new Command(BIN)
-  .description('Prove every minute that the inference server really answers; restart, rate-limit, fall back.')
-  .version(VERSION, '-V, --version', 'print the version and exit')
-  .helpOption('-h, --help', 'print this help and exit')
-  .showHelpAfterError(false)
-  .exitOverride();
+const program = binProgram(
+  new Command(BIN),
+  'Prove every minute that the inference server really answers; restart, rate-limit, fall back.',
+  VERSION,
+).showHelpAfterError(false);
 
 withOptions(
   program

@@ -1,4 +1,4 @@
-import { addOptions, HealthExit, readOptions, runCli } from '@vigil/shared-types/light';
+import { addOptions, binProgram, HealthExit, readOptions, runCli } from '@vigil/shared-types/light';
 import { Command, CommanderError } from 'commander';
 import { HEALTH_CHECK_OPTIONS } from './options.js';
 import { BIN, VERSION } from './version.js';
@@ -7,14 +7,9 @@ import { BIN, VERSION } from './version.js';
 const run = () => import('./main.js');
 
 const program = addOptions(
-  new Command(BIN)
-    .description('Check the messaging side and its consumer pipeline; repair with --fix.')
-    .version(VERSION, '-V, --version', 'print the version and exit')
-    .helpOption('-h, --help', 'print this help and exit'),
+  binProgram(new Command(BIN), 'Check the messaging side and its consumer pipeline; repair with --fix.', VERSION),
   HEALTH_CHECK_OPTIONS,
-)
-  .exitOverride()
-  .action(async () => (await run()).main(readOptions(program, HEALTH_CHECK_OPTIONS)));
+).action(async () => (await run()).main(readOptions(program, HEALTH_CHECK_OPTIONS)));
 
 await runCli(BIN, async () => {
   try {

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { describeError, ExitCode } from '@vigil/shared-types';
 import {
   addOptions,
+  binProgram,
   ensureDir,
+  followLifecycle,
   PRIVATE_DIR,
   PRIVATE_FILE,
   readOptions,
@@ -51,13 +53,11 @@ function exitOnFatal(logger: Logger): void {
   process.on('unhandledRejection', fatal('unhandled rejection'));
 }
 
-const program = new Command(BIN)
-  .description(
-    'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
-  )
-  .version(VERSION, '-V, --version', 'print the version and exit')
-  .helpOption('-h, --help', 'print this help and exit')
-  .exitOverride()
+const program = binProgram(
+  new Command(BIN),
+  'Serve a local GGUF language model over an OpenAI-style HTTP API and mutual TLS; write models, certificates and manifests.',
+  VERSION,
+)
   .showHelpAfterError(false)
   .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
@@ -78,8 +78,8 @@ addOptions(
   });
   server$.catch(() => {});
   // systemd's Type=notify (or the dev supervisor): READY=1 once the listeners answer (the model
-  // loads behind /health); the watchdog is fed while the event loop turns and no sequence is
-  // stalled, and a stall triggers it at once.
+  // loads behind /health), then STATUS= follows the lifecycle (serving, stopping); the watchdog is
+  // fed while the event loop turns and no sequence is stalled, and a stall triggers it at once.
   let handle: ServerHandle | null = null;
   const notifier = serviceNotifier({
     healthy: () => handle?.stalled() ?? null,
@@ -102,7 +102,7 @@ addOptions(
   );
   let server: ServerHandle;
   try {
-    server = await start(serverOptionsFromFlags(o, logger));
+    server = await start({ ...serverOptionsFromFlags(o, logger), onState: followLifecycle(notifier) });
   } catch (err) {
     started.reject(err);
     if (stopping) return; // the signal's shutdown reports it
@@ -111,10 +111,9 @@ addOptions(
   started.resolve(server);
   if (stopping) return;
   handle = server;
-  notifier.ready('loading the model');
+  if (server.state() === 'loading') notifier.ready('loading the model');
   try {
     await server.ready;
-    notifier.status('serving');
   } catch (err) {
     if (stopping) return; // stopped while loading: the shutdown path exits
     await Promise.race([server.close(0), new Promise((r) => setTimeout(r, 2000).unref())]);

@@ -10,7 +10,7 @@
  * arrive on open connections meanwhile get 503, and every step after the grace is time-bounded.
  */
 import type { HostPort } from '@vigil/shared-types';
-import { listenField, ServiceLifecycle, waitUntil } from '@vigil/shared-types/node';
+import { listenField, ServiceLifecycle, type ServiceState, waitUntil } from '@vigil/shared-types/node';
 import { requestLog } from './access-log.js';
 import { lowerWorkerThreadPriority } from './adaptive-threads.js';
 import { DEFAULTS, resolveConfig, type ServerConfig, type ServerOptions } from './config.js';
@@ -115,7 +115,9 @@ function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: numb
  * Starts the server (see shared-types lifecycle.ts for the order of opening and closing).
  * Rejects with ConfigError (exit 78), StartupError or ListenError (exit 1).
  */
-export async function start(options: ServerOptions & { stuckAfterMs?: number }): Promise<ServerHandle> {
+export async function start(
+  options: ServerOptions & { stuckAfterMs?: number; onState?: (state: ServiceState) => void },
+): Promise<ServerHandle> {
   const logger: Logger = options.logger ?? createLogger({ level: 'info', service: 'inference-server' });
   const config = resolveConfig(options, logger);
 
@@ -124,7 +126,7 @@ export async function start(options: ServerOptions & { stuckAfterMs?: number }):
   await checkModelFile(config.model);
   const tls = await readTlsFiles(config);
   // The waits of the stop after the drain are short: the CLI's last resort exits 1.8 s after the grace.
-  const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, stepMs: 300 });
+  const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, stepMs: 300, onState: options.onState });
   const accessLog = life.own('access log', openAccessLog(config), (l) => l?.close(), 200);
 
   let engine: Engine | null = null;

@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:net';
 import { describe, expect, it } from '@jest/globals';
-import { ListenError, ServiceLifecycle, type ServiceState } from '../src/node/index.js';
+import { followLifecycle, ListenError, ServiceLifecycle, type ServiceState } from '../src/node/index.js';
 
 function recorder() {
   const lines: { level: string; msg: string; fields?: Record<string, unknown> }[] = [];
@@ -157,5 +157,26 @@ describe('ServiceLifecycle', () => {
     life.serving();
     await stopping;
     expect(life.state).toBe('stopped');
+  });
+
+  it('tells the service manager its state: serving as READY=1 with STATUS=serving WHAT, stopping as STOPPING=1', async () => {
+    const sent: string[] = [];
+    const notifier = {
+      target: null,
+      watchdogMs: null,
+      ready: (status: string) => sent.push(`ready ${status}`),
+      status: (status: string) => sent.push(`status ${status}`),
+      stopping: (status?: string) => sent.push(`stopping ${status}`),
+      close: () => {},
+    };
+    const life = new ServiceLifecycle({
+      logger: recorder().logger,
+      graceMs: 0,
+      onState: followLifecycle(notifier, '+15550000001'),
+    });
+    expect(sent).toEqual([]); // loading: nothing said yet
+    life.serving();
+    await life.stop();
+    expect(sent).toEqual(['ready serving +15550000001', 'stopping stopping']);
   });
 });

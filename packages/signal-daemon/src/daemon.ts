@@ -208,7 +208,7 @@ function openTransports(
  * the order of opening and closing). Rejects with ConfigError or ListenError.
  */
 export async function start(
-  options: DaemonOptions & { logger?: Logger; sseKeepaliveMs?: number },
+  options: DaemonOptions & { logger?: Logger; sseKeepaliveMs?: number; onState?: (state: ServiceState) => void },
 ): Promise<DaemonHandle> {
   const logger = options.logger ?? createServiceLogger(winston, { level: 'info', service: 'signal-daemon' });
   const config = resolveConfig(options, logger);
@@ -221,7 +221,7 @@ export async function start(
   } catch (err) {
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
-  const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs });
+  const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, onState: options.onState });
   // The backend's close bounds itself: signal-cli gets SIGTERM, SIGKILL after its stop timeout, and
   // the daemon exits only once it is gone.
   const { backend, inbox } = await life.open(

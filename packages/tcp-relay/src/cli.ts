@@ -1,11 +1,11 @@
 import { formatHostPort } from '@vigil/shared-types';
 import {
   addOptions,
+  binProgram,
   createServiceLogger,
   readOptions,
   runCli,
-  serviceNotifier,
-  stopOnSignals,
+  serveUntilSignalled,
 } from '@vigil/shared-types/node';
 import { Command } from 'commander';
 import winston from 'winston';
@@ -16,22 +16,18 @@ import { VERSION } from './version.js';
 const BIN = 'tcp-relay';
 
 const program = addOptions(
-  new Command(BIN)
-    .description("Republish the messaging daemon's TCP listener on the host-to-VM link address.")
-    .version(VERSION, '-V, --version', 'print the version and exit')
-    .helpOption('-h, --help', 'print this help and exit'),
+  binProgram(
+    new Command(BIN),
+    "Republish the messaging daemon's TCP listener on the host-to-VM link address.",
+    VERSION,
+  ),
   TCP_RELAY_OPTIONS,
-)
-  .exitOverride()
-  .action(async () => {
-    const o = readOptions(program, TCP_RELAY_OPTIONS);
-    const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
-    const relay = await startRelay(relayConfig(o, logger));
-    // systemd's Type=notify (or the dev supervisor): ready once the relay runs; the watchdog is fed
-    // while the event loop turns.
-    const notifier = serviceNotifier({ warn: (m) => logger.warn(m) });
-    stopOnSignals(relay, logger, notifier);
-    notifier.ready(`relaying ${formatHostPort(o.listen)} to ${formatHostPort(o.target)}`);
-  });
+).action(async () => {
+  const o = readOptions(program, TCP_RELAY_OPTIONS);
+  const logger = createServiceLogger(winston, { level: o.logLevel, file: o.logFile, service: BIN });
+  // READY=1 once the relay runs (bound, or waiting for its listen address to appear).
+  const what = `${formatHostPort(o.listen)} -> ${formatHostPort(o.target)}`;
+  await serveUntilSignalled(logger, what, (onState) => startRelay(relayConfig(o, logger), onState));
+});
 
 await runCli(BIN, () => program.parseAsync(process.argv));

@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { formatHostPort, type HostPort } from '@vigil/shared-types';
-import { listen, ServiceLifecycle, waitUntil } from '@vigil/shared-types/node';
+import { listen, ServiceLifecycle, type ServiceState, waitUntil } from '@vigil/shared-types/node';
 import { SourceBudget } from './budget.js';
 import { allowed } from './cidr.js';
 import type { RelayConfig } from './config.js';
@@ -45,9 +45,9 @@ function addressPresent(host: string): Promise<boolean> {
  * listen address that is not on the host yet (the VM is not running) is waited for; one that goes
  * away is noticed and waited for again. Rejects with ListenError for a failure that waiting cannot fix.
  */
-export async function startRelay(config: RelayConfig): Promise<RelayHandle> {
+export async function startRelay(config: RelayConfig, onState?: (state: ServiceState) => void): Promise<RelayHandle> {
   const log = config.logger;
-  const life = new ServiceLifecycle({ logger: log, graceMs: config.shutdownGraceMs });
+  const life = new ServiceLifecycle({ logger: log, graceMs: config.shutdownGraceMs, onState });
   const stats = {
     accepted: 0,
     refused: 0,

@@ -7,6 +7,26 @@
 import { describeError, exitCodeFor } from '../errors.js';
 import { ExitCode } from '../process.js';
 
+/** What of commander's Command the head of a binary sets (duck-typed). */
+export interface ProgramLike {
+  description(text: string): this;
+  version(version: string, flags?: string, description?: string): this;
+  helpOption(flags?: string, description?: string): this;
+  exitOverride(): this;
+}
+
+/**
+ * The head of a vigil binary's program: its description, and `-V, --version` and `-h, --help`
+ * worded alike in every binary; usage errors are thrown, for runCli to end the process with 78.
+ */
+export function binProgram<C extends ProgramLike>(cmd: C, description: string, version: string): C {
+  return cmd
+    .description(description)
+    .version(version, '-V, --version', 'print the version and exit')
+    .helpOption('-h, --help', 'print this help and exit')
+    .exitOverride();
+}
+
 /** A commander error (duck-typed: the contracts depend on no CLI library). */
 function isUsageError(err: unknown): err is { exitCode: number; code: string } {
   const e = err as { code?: unknown; exitCode?: unknown } | null;

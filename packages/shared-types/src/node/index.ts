@@ -17,4 +17,5 @@ export * from './logger.js';
 export * from './options.js';
 export * from './proc.js';
 export * from './sd-notify.js';
+export * from './serve.js';
 export * from './wire-http.js';

@@ -17,7 +17,7 @@ export { RELAY_REFUSED_METHODS } from '../messaging.js';
 export * from '../net.js';
 export { ExitCode } from '../process.js';
 export { terminalSafe } from '../terminal.js';
-export { cliExitCode, runCli, stopOnSignals } from './cli.js';
+export { binProgram, cliExitCode, type ProgramLike, runCli, stopOnSignals } from './cli.js';
 export * from './daemon-client.js';
 export * from './flags.js';
 export * from './fs.js';

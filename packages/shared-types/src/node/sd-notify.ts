@@ -37,10 +37,10 @@ export interface ServiceNotifier {
   readonly target: 'systemd' | 'supervisor' | null;
   /** The watchdog period in ms, null when none is asked for. */
   readonly watchdogMs: number | null;
-  /** READY=1 (with a STATUS= line); starts the watchdog timer. */
+  /** READY=1 (with a STATUS= line); starts the watchdog timer. READY=1 goes once: later calls send the STATUS= line alone. */
   ready(status: string): void;
   status(status: string): void;
-  /** STOPPING=1; ends the watchdog timer. */
+  /** STOPPING=1; ends the watchdog timer. Once: later calls send nothing. */
   stopping(status?: string): void;
   close(): void;
 }
@@ -130,6 +130,8 @@ export function serviceNotifier(options: NotifierOptions = {}): ServiceNotifier 
   let timer: NodeJS.Timeout | null = null;
   let lastStatus = '';
   let unhealthy: string | null = null;
+  let readySent = false;
+  let stoppingSent = false;
   const emit = (pairs: [string, string][]) => send?.(new Map(pairs));
   const beat = (): void => {
     const why = options.healthy?.() ?? null;
@@ -147,10 +149,17 @@ export function serviceNotifier(options: NotifierOptions = {}): ServiceNotifier 
     }
     unhealthy = why;
   };
+  const setStatus = (status: string): void => {
+    lastStatus = oneLine(status);
+    if (unhealthy === null) emit([['STATUS', lastStatus]]);
+  };
   return {
     target,
     watchdogMs,
     ready(status) {
+      if (stoppingSent) return;
+      if (readySent) return setStatus(status);
+      readySent = true;
       lastStatus = oneLine(status);
       emit([
         ['READY', '1'],
@@ -162,13 +171,12 @@ export function serviceNotifier(options: NotifierOptions = {}): ServiceNotifier 
         beat();
       }
     },
-    status(status) {
-      lastStatus = oneLine(status);
-      if (unhealthy === null) emit([['STATUS', lastStatus]]);
-    },
+    status: setStatus,
     stopping(status) {
       if (timer) clearInterval(timer);
       timer = null;
+      if (stoppingSent) return;
+      stoppingSent = true;
       emit(
         status
           ? [
