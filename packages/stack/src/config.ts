@@ -117,6 +117,12 @@ export const STACK_OPTIONS = defineOptions('vigil', {
     parse: seconds,
     default: 10,
   },
+  'log-max-mib': {
+    arg: '<n>',
+    help: 'a log under the home over this many MiB is moved to FILE.1 and started again (checked each minute)',
+    parse: intFlag(1),
+    default: 64,
+  },
 });
 
 export type StackOptionName = keyof typeof STACK_OPTIONS.specs;

@@ -12,6 +12,8 @@ import type { StackOptions } from './config.js';
 import { writeServiceConfigs } from './configs.js';
 import { serveControl } from './control.js';
 import { StartError } from './errors.js';
+import { keepLogsBounded } from './log-bound.js';
+import { LOG_NAMES, logFileOf } from './logs.js';
 import { binOf, type HomePaths, homePaths, NODE, rel } from './paths.js';
 import { checkListeners, type Listener, relayAddress } from './ports.js';
 import { makeHome, PRIVATE_UMASK, prepareModelAndCerts, stopLeftovers } from './prepare.js';
@@ -112,11 +114,14 @@ export async function startStack(home: string, opts: StackOptions): Promise<void
 
   const supervisor = new Supervisor(specs, paths, say, { stopTimeoutMs: plan.stopTimeout * 1000 });
   let healthTimer: NodeJS.Timeout | undefined;
+  const logFiles = LOG_NAMES.map((n) => logFileOf(paths, n));
+  const stopBounding = keepLogsBounded(() => logFiles, plan.logMaxMib * 2 ** 20, say);
   let stopped: Promise<void> | null = null;
   const stopAll = (code: number): Promise<void> => {
     stopped ??= (async () => {
       say('vigil: stopping');
       clearInterval(healthTimer);
+      stopBounding();
       await supervisor.stopAll();
       control.close(); // no new requests (one being answered, `vigil stop`'s, ends by itself)
       removeFile(paths.socket);

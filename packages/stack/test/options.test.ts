@@ -29,7 +29,13 @@ describe('the options of vigil start', () => {
       guardianInterval: 60,
       healthInterval: 300,
       stopTimeout: 10,
+      logMaxMib: 64,
     });
+  });
+
+  it('--log-max-mib (VIGIL_LOG_MAX_MIB): a whole number of MiB, at least 1', () => {
+    expect(parseStackOptions({}, { VIGIL_LOG_MAX_MIB: '8' }).logMaxMib).toBe(8);
+    expect(() => parseStackOptions({ 'log-max-mib': '0' }, {})).toThrow(/--log-max-mib/);
   });
 
   it('--stop-timeout (VIGIL_STOP_TIMEOUT): seconds, fractions allowed; not a number is refused naming the flag', () => {
