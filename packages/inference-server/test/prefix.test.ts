@@ -9,6 +9,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import type OpenAI from 'openai';
+import { until } from '../../../test/support.js';
 import { installAdaptiveThreads } from '../src/adaptive-threads.js';
 import {
   chooseSlot,
@@ -316,8 +317,10 @@ describe('prefix reuse on the tiny model', () => {
       // The next turn found its conversation in the slot; the newcomer came after it.
       expect(cached(n.usage)).toBeGreaterThan(n.usage.prompt_tokens / 2);
       expect(cached(c.usage)).toBeLessThan(c.usage.prompt_tokens / 10);
-      const done = readLines(log).filter((l) => l.msg === 'request completed');
-      expect(done.map((l) => l.cached_tokens)).toEqual([cached(n.usage), cached(c.usage)]);
+      // The log line of a request is written after its answer: wait for both.
+      const completed = () => readLines(log).filter((l) => l.msg === 'request completed');
+      await until('both requests logged', () => completed().length >= 2);
+      expect(completed().map((l) => l.cached_tokens)).toEqual([cached(n.usage), cached(c.usage)]);
     } finally {
       s.child.kill('SIGKILL');
     }
