@@ -22,7 +22,7 @@ function walDb(dir: string) {
 }
 
 describe('the local network checkpointer', () => {
-  it('truncates a WAL over the limit only once no commit came since the last tick (a truncation stops every writer)', () => {
+  it('truncates a WAL file over the limit only once no commit came since the last tick (a truncation stops every writer)', () => {
     const tmp = tmpDir();
     const { db, pageSize, write, walBytes } = walDb(tmp.dir);
     try {
@@ -37,6 +37,27 @@ describe('the local network checkpointer', () => {
       checkpointOnce(db, pageSize, limit, 0, last); // no commit since: truncated
       expect(walBytes()).toBe(0);
       expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(50);
+    } finally {
+      db.close();
+      tmp.cleanup();
+    }
+  });
+
+  it('restarts a WAL over the limit while commits come: the next commit writes it from its start, the file is not cut', () => {
+    const tmp = tmpDir();
+    const { db, pageSize, write, walBytes } = walDb(tmp.dir);
+    try {
+      const limit = 16 * pageSize;
+      const last = { log: -1 };
+      write(40); // over the limit, under the hard limit, commits since the last tick
+      checkpointOnce(db, pageSize, limit, 0, last);
+      const size = walBytes();
+      expect(size).toBeGreaterThan(40 * pageSize); // not cut: a truncation would stop every writer
+      write(2);
+      const [r] = db.pragma('wal_checkpoint(PASSIVE)') as { log: number }[];
+      expect(r?.log).toBeLessThanOrEqual(8); // two commits from the start (without the restart: over 40)
+      expect(walBytes()).toBe(size);
+      expect(db.prepare('SELECT count(*) FROM t').pluck().get()).toBe(42);
     } finally {
       db.close();
       tmp.cleanup();

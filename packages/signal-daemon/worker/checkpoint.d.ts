@@ -11,9 +11,10 @@ export interface CheckpointerJob {
 export const HARD_LIMIT_FACTOR: number;
 
 /**
- * Checkpoints once: PASSIVE, then TRUNCATE (10 ms for readers) when the WAL is over the limit and
- * its size did not change since the last tick (`last`, kept by the caller), or is over
- * HARD_LIMIT_FACTOR times the limit.
+ * Checkpoints once: PASSIVE; while commits come and the WAL is over the limit, a second PASSIVE
+ * and a RESTART (2 ms for readers; the file is not cut); TRUNCATE (10 ms for readers) when the WAL
+ * file is over the limit and the WAL did not change since the last tick (`last`, kept by the
+ * caller), or the WAL is over HARD_LIMIT_FACTOR times the limit.
  */
 export function checkpointOnce(
   db: Database.Database,

@@ -1,19 +1,26 @@
 /**
  * Checkpoints of the local network's WAL. Several daemons write the file all the time, so
  * SQLite's automatic checkpoint rarely completes and is retried, with fsyncs, at nearly every
- * commit. Instead each daemon checkpoints once a second: passively (the WAL may then start over
- * at the next commit), and with a truncation (at most 10 ms of waiting for readers) once the WAL is
- * large and no commit came in the last second, or it is far too large (see worker/checkpoint.js:
- * a truncation stops every writer while it runs); from a worker thread with a connection of its own, so that the
+ * commit. Instead each daemon checkpoints once a second: passively, then, once the WAL is over
+ * the limit, a restart (the next commit writes the WAL from its start, over the same file), and a
+ * truncation (at most 10 ms of waiting for readers) only once no commit came in the last second, or
+ * the WAL is far too large (see worker/checkpoint.js: a truncation stops every writer while it runs); from a worker thread with a connection of its own, so that the
  * checkpoint's page writes and fsyncs (tens of ms) never stop the event loop. Where a worker
  * cannot start, on the daemon's own connection.
  */
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
-import { type CheckpointerJob, checkpointOnce } from '../../worker/checkpoint.js';
+import { type CheckpointerJob, checkpointOnce, HARD_LIMIT_FACTOR } from '../../worker/checkpoint.js';
 
 export const CHECKPOINT_MS = 1000;
 export const WAL_LIMIT_BYTES = 8 * 1024 * 1024;
+/**
+ * The WAL file's bound (64 MiB), the daemons' journal_size_limit: a commit that starts the WAL over
+ * cuts the file back only beyond it. A lower limit would have the first commit after each restart
+ * (a send, on the event loop, holding the write lock) cut tens of MB of file, which is what the
+ * checkpointer avoids.
+ */
+export const WAL_BOUND_BYTES = WAL_LIMIT_BYTES * HARD_LIMIT_FACTOR;
 
 /**
  * The worker is a plain JavaScript file shipped in the package (worker/checkpoint.js, see its

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
 import { openDatabase, type Synchronous } from '../sqlite.js';
-import { startCheckpointer, WAL_LIMIT_BYTES } from './checkpoint.js';
+import { startCheckpointer, WAL_BOUND_BYTES } from './checkpoint.js';
 import { GroupCommit } from './group-commit.js';
 import {
   type AccountRow,
@@ -49,7 +49,7 @@ export class NetworkStore {
     this.db = openDatabase(file, synchronous);
     // Checkpoints are this package's own (see checkpoint.ts), not SQLite's automatic ones.
     this.db.pragma('wal_autocheckpoint = 0');
-    this.db.pragma(`journal_size_limit = ${WAL_LIMIT_BYTES}`);
+    this.db.pragma(`journal_size_limit = ${WAL_BOUND_BYTES}`);
     this.checkpointer = startCheckpointer(file, this.db, BUSY_TIMEOUT_MS);
     createSchema(this.db);
     this.writer = new LockedWriter(this.db, BUSY_TIMEOUT_MS);
