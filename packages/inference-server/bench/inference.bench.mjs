@@ -25,6 +25,7 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { guardRun } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -78,18 +79,7 @@ function cleanup() {
   for (const c of [child, ...children]) if (c && c.exitCode === null) c.kill('SIGKILL');
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 }
-process.on('exit', cleanup);
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.on(sig, () => {
-    cleanup();
-    process.exit(1);
-  });
-}
-setTimeout(() => {
-  log(`the run took more than ${RUN_TIMEOUT_MS / 1000} s: stopping`);
-  cleanup();
-  process.exit(1);
-}, RUN_TIMEOUT_MS).unref();
+guardRun(cleanup, RUN_TIMEOUT_MS, log);
 
 // ---- HTTP ---------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import { Agent, request } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { guardRun } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -63,18 +64,7 @@ const cleanup = () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
   tmp = null;
 };
-process.on('exit', cleanup);
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.on(sig, () => {
-    cleanup();
-    process.exit(1);
-  });
-}
-setTimeout(() => {
-  log('the run took too long; stopping');
-  cleanup();
-  process.exit(1);
-}, 590_000).unref();
+guardRun(cleanup, 590_000, log, 'the run took too long; stopping');
 
 function http(port, agent, method, path, body) {
   return new Promise((resolve, reject) => {

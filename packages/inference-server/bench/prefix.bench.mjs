@@ -30,6 +30,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inferenceClient } from '@vigil/shared-types/node';
+import { guardRun } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -67,18 +68,7 @@ function cleanup() {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 }
-process.on('exit', cleanup);
-for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.on(sig, () => {
-    cleanup();
-    process.exit(1);
-  });
-}
-setTimeout(() => {
-  log(`the run took more than ${RUN_TIMEOUT_MS / 1000} s: stopping`);
-  cleanup();
-  process.exit(1);
-}, RUN_TIMEOUT_MS).unref();
+guardRun(cleanup, RUN_TIMEOUT_MS, log);
 
 // A new connection per request (loopback: a fraction of a millisecond against TTFTs of hundreds):
 // llama-server closes kept-alive connections on its own schedule, and a reused closed socket fails.
