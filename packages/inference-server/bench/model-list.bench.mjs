@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 // Is the model list fast while the model works? `GET /v1/models` latency during a generation,
-// with the generation threads at nice 0 (the baseline) and lowered (`--worker-nice N`), in one
-// run so the ratios mean something; and what the lowering costs in tokens/s. Run `pnpm build`
+// with the generation threads as ordinary threads (`--worker-sched normal`, the baseline), at
+// SCHED_IDLE (`--worker-sched idle`, the default) and, for each --nice N, ordinary at nice N;
+// in one run so the ratios mean something; and what each costs in tokens/s. Run `pnpm build`
 // first, then:
 //
 //   node packages/inference-server/bench/model-list.bench.mjs [--preset small|tiny] [--rounds 3]
-//     [--tokens 200] [--interval 20] [--threads 2] [--nice 10]... [--json]
+//     [--tokens 200] [--interval 20] [--threads 2] [--nice N]... [--json]
 //
 // It writes the model (default `small`, f16) into a temporary directory and starts one server
-// per nice value (0 and each --nice; --threads and --batch-threads alike, one sequence). Each
+// per setting (--threads and --batch-threads alike, one sequence). Each
 // round, the servers in rotating order: one completion of --tokens tokens alone (tokens/s), then
 // the same completion while a client asks `GET /v1/models` every --interval ms on one kept-alive
 // connection (latency of each, from sending to the end of the reply; tokens/s beside it), and
@@ -40,8 +41,16 @@ const ROUNDS = Number(flag('--rounds', '3'));
 const TOKENS = Number(flag('--tokens', '200'));
 const INTERVAL_MS = Number(flag('--interval', '20'));
 const THREADS = flag('--threads', '2');
-const NICES = [0, ...args.flatMap((a, i) => (a === '--nice' && args[i + 1] ? [Number(args[i + 1])] : []))];
-if (NICES.length === 1) NICES.push(10);
+/** The settings compared: the baseline first, the default last (the ratio column is last / first). */
+const SETTINGS = [
+  { label: 'normal', flags: ['--worker-sched', 'normal'] },
+  ...args.flatMap((a, i) =>
+    a === '--nice' && args[i + 1]
+      ? [{ label: `nice ${args[i + 1]}`, flags: ['--worker-sched', 'normal', '--worker-nice', args[i + 1]] }]
+      : [],
+  ),
+  { label: 'idle', flags: ['--worker-sched', 'idle'] },
+];
 const JSON_OUT = args.includes('--json');
 const GOAL_P99_MS = 5;
 
@@ -81,7 +90,7 @@ function http(port, agent, method, path, body) {
   });
 }
 
-async function startServer(model, nice) {
+async function startServer(model, setting) {
   const child = spawn(
     process.execPath,
     [
@@ -106,13 +115,12 @@ async function startServer(model, nice) {
         THREADS,
         '--batch-threads',
         THREADS,
-        '--worker-nice',
-        String(nice),
+        ...setting.flags,
       ],
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  const s = { child, nice, port: 0, agent: new Agent({ keepAlive: true, maxSockets: 1 }) };
+  const s = { child, label: setting.label, port: 0, agent: new Agent({ keepAlive: true, maxSockets: 1 }) };
   servers.push(s);
   let out = '';
   child.stdout.setEncoding('utf8');
@@ -131,21 +139,26 @@ async function startServer(model, nice) {
   throw new Error('server did not load the model in time');
 }
 
-/** The nice values of a server's threads: the main thread's, then how many of the others have each. */
+/** A server's threads: the main thread's policy/nice, then how many of the others have each. */
 function threadNices(pid) {
   const threads = listThreads(pid);
   const others = {};
-  for (const t of threads) if (t.tid !== pid) others[t.nice] = (others[t.nice] ?? 0) + 1;
-  return { main: threads.find((t) => t.tid === pid)?.nice, others };
+  const key = (t) => `${t.policy === 5 ? 'idle' : t.policy === 0 ? 'other' : `policy ${t.policy}`}/${t.nice}`;
+  for (const t of threads) if (t.tid !== pid) others[key(t)] = (others[key(t)] ?? 0) + 1;
+  const main = threads.find((t) => t.tid === pid);
+  return { main: main ? key(main) : '?', others };
 }
 
 const body = { model: 'm', messages: [{ role: 'user', content: 'Tell me about the river.' }], temperature: 0 };
 
 /** GET /v1/models on `port` every INTERVAL_MS on one kept-alive connection until `done()`: the latencies, ms. */
-async function pollModels(port, done) {
+async function pollModels(port, done, offsetMs = 0) {
   const latencies = [];
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   await http(port, agent, 'GET', '/v1/models'); // the connection is open before timing
+  // The bare server's client asks half an interval later: the two clients of this process never
+  // wait for each other.
+  if (offsetMs) await new Promise((res) => setTimeout(res, offsetMs));
   const t0 = now();
   for (let k = 1; !done(); k++) {
     const sent = now();
@@ -165,7 +178,7 @@ async function pollModels(port, done) {
  */
 async function round(s, poll) {
   let done = false;
-  const polls = poll ? [pollModels(s.port, () => done), pollModels(barePort, () => done)] : [];
+  const polls = poll ? [pollModels(s.port, () => done), pollModels(barePort, () => done, INTERVAL_MS / 2)] : [];
   const t0 = now();
   const r = await http(s.port, s.agent, 'POST', '/v1/chat/completions', { ...body, max_tokens: TOKENS });
   const ms = now() - t0;
@@ -190,11 +203,11 @@ try {
   tmp = mkdtempSync(join(tmpdir(), 'vigil-model-list-bench-'));
   const model = join(tmp, 'model.gguf');
   await makeModel({ out: model, preset: PRESET, type: 'f16', seed: 1 });
-  for (const nice of NICES) await startServer(model, nice);
+  for (const setting of SETTINGS) await startServer(model, setting);
   barePort = await startBare();
   const loadStart = load();
   log(`${PRESET}, ${TOKENS} tokens, ${ROUNDS} rounds, threads ${THREADS}, every ${INTERVAL_MS} ms; load ${loadStart}`);
-  for (const s of servers) log(`warm-up, nice ${s.nice}: ${(await round(s, false)).tps.toFixed(1)} tokens/s`);
+  for (const s of servers) log(`warm-up, ${s.label}: ${(await round(s, false)).tps.toFixed(1)} tokens/s`);
   const runs = new Map(servers.map((s) => [s, { alone: [], polled: [], latencies: [], p99s: [], bare: [] }]));
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < servers.length; i++) {
@@ -206,12 +219,12 @@ try {
       run.latencies.push(...p.latencies);
       run.bare.push(...p.bare);
       run.p99s.push(pct(p.latencies, 99));
-      log(`round ${r + 1}, nice ${s.nice}: p99 ${pct(p.latencies, 99).toFixed(2)} ms, ${p.tps.toFixed(1)} tokens/s`);
+      log(`round ${r + 1}, ${s.label}: p99 ${pct(p.latencies, 99).toFixed(2)} ms, ${p.tps.toFixed(1)} tokens/s`);
     }
   }
   const loadEnd = load();
   const base = runs.get(servers[0]);
-  const rows = [['measure', ...servers.map((s) => `nice ${s.nice}`), 'ratio (last / nice 0)', 'goal', 'met']];
+  const rows = [['measure', ...servers.map((s) => s.label), `ratio (${servers.at(-1).label} / normal)`, 'goal', 'met']];
   const row = (name, f, digits, goal = '', met = null) => {
     const xs = servers.map((s) => f(runs.get(s)));
     const last = xs[xs.length - 1];
@@ -236,15 +249,15 @@ try {
   console.log(
     `samples per server: ${base.latencies.length}; load average ${loadStart} at the start, ${loadEnd} at the end`,
   );
-  const threads = servers.map((s) => ({ nice: s.nice, ...threadNices(s.child.pid) }));
+  const threads = servers.map((s) => ({ label: s.label, ...threadNices(s.child.pid) }));
   console.log(
-    `thread nice values (main; others): ${threads.map((t) => `${t.main}; ${JSON.stringify(t.others)}`).join('  ')}`,
+    `threads, policy/nice (main; others): ${threads.map((t) => `${t.label}: ${t.main}; ${JSON.stringify(t.others)}`).join('  ')}`,
   );
   if (JSON_OUT) {
     const summary = servers.map((s) => {
       const r = runs.get(s);
       return {
-        nice: s.nice,
+        setting: s.label,
         p50_ms: median(r.latencies),
         p99_ms: pct(r.latencies, 99),
         bare_p99_ms: pct(r.bare, 99),

@@ -7,8 +7,6 @@
  * Uses internals of node-llama-cpp 3.22 (the addon context's `initBatch`, `addToBatch`,
  * `setThreads`), checked before use.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import type { LlamaContext } from 'node-llama-cpp';
 
 interface NativeContext {
@@ -40,67 +38,4 @@ export function installAdaptiveThreads(context: LlamaContext, pick: (batchTokens
   });
   define('setThreads', (_n: number) => setThreads.call(native, pick(tokens)));
   return true;
-}
-
-/** A thread of a process (Linux /proc/PID/task): its id, name, nice value and CPU time. */
-export interface ThreadInfo {
-  readonly tid: number;
-  readonly name: string;
-  readonly nice: number;
-  /** User + system CPU time so far, in clock ticks. */
-  readonly cpuTicks: number;
-}
-
-/** The threads of process `pid` (default: this one); [] where /proc is not there. */
-export function listThreads(pid: number | 'self' = 'self'): ThreadInfo[] {
-  let tids: string[];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return []; // not Linux
-  }
-  const threads: ThreadInfo[] = [];
-  for (const tid of tids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      // "tid (name) state ppid …": the name may hold spaces and parentheses; utime, stime
-      // and nice (fields 14, 15, 19) are 11, 12 and 16 places after the state (field 3).
-      const close = stat.lastIndexOf(')');
-      const f = stat.slice(close + 2).split(' ');
-      const name = stat.slice(stat.indexOf('(') + 1, close);
-      threads.push({ tid: Number(tid), name, nice: Number(f[16]), cpuTicks: Number(f[11]) + Number(f[12]) });
-    } catch {
-      // a thread that ended meanwhile
-    }
-  }
-  return threads;
-}
-
-/** libuv's name for its thread-pool threads (Node 22 and later; Node 20 names no thread). */
-const POOL_THREAD = 'libuv-worker';
-
-/**
- * Linux: lowers the scheduling priority (nice) of the threads that run the model, so that on a
- * host with few cores the event loop (HTTP, /v1/models, the watchdog) gets a core at once when it
- * has work, and generation takes the rest. node-llama-cpp decodes on libuv's thread pool, and
- * llama.cpp's compute threads are created by the pool thread that runs a decode and inherit its
- * priority. Where Node names its threads (22 and later), only the pool's are lowered (V8's
- * helpers stay as they are); on Node 20, which names none, every thread but the main one. Call
- * it once the model is loaded (the pool exists then). Returns how many threads were lowered;
- * elsewhere nothing is done.
- */
-export function lowerWorkerThreadPriority(nice = 10): number {
-  const threads = listThreads();
-  const named = threads.some((t) => t.name === POOL_THREAD);
-  let n = 0;
-  for (const t of threads) {
-    if (t.tid === process.pid || (named && t.name !== POOL_THREAD)) continue;
-    try {
-      setPriority(t.tid, nice);
-      n++;
-    } catch {
-      // a thread that ended meanwhile, or not permitted
-    }
-  }
-  return n;
 }

@@ -7,7 +7,7 @@ import { canonicalOrigin } from './browser.js';
 import { ConfigError } from './errors.js';
 import { DEFAULT_INPUT_LIMITS, type InputLimits } from './limits.js';
 import type { Logger } from './logger.js';
-import { GPU_CHOICES, type GpuChoice, INFERENCE_SERVE_OPTIONS, type ServeFlags } from './options.js';
+import { GPU_CHOICES, type GpuChoice, INFERENCE_SERVE_OPTIONS, type ServeFlags, type WorkerSched } from './options.js';
 import { defaultStateDir } from './state-cache.js';
 
 export { GPU_CHOICES, type GpuChoice } from './options.js';
@@ -65,7 +65,9 @@ export interface ServerConfig {
   readonly stallAfterMs: number;
   /** While a prompt is evaluated the bound grows by its tokens at this rate (tokens/s). */
   readonly minPromptRate: number;
-  /** Nice value for every thread but the event loop's (Linux; 0: leave them be). */
+  /** Policy of the threads that run the model (Linux; worker-priority.ts). */
+  readonly workerSched: WorkerSched;
+  /** Nice value for the threads that run the model (Linux; 0: leave them be). */
   readonly workerNice: number;
   /** Stop strings, schemas, tools: what one request may ask to be built (limits.ts). */
   readonly inputLimits: InputLimits;
@@ -105,6 +107,7 @@ export const DEFAULTS = {
     | 'shutdownGraceMs'
     | 'maxBodyBytes'
     | 'workerNice'
+    | 'workerSched'
     | 'maxN'
     | 'sseKeepAliveMs'
     | 'stateCacheMib'
@@ -261,6 +264,7 @@ export function resolveConfig(options: ServerOptions, logger: Logger): ServerCon
     allowNonLoopback,
     allowOrigins: [...new Set(allowOrigins)],
     workerNice: options.workerNice ?? DEFAULTS.workerNice,
+    workerSched: options.workerSched ?? DEFAULTS.workerSched,
     stateCacheMib: options.stateCacheMib ?? DEFAULTS.stateCacheMib,
     stateCacheDir: options.stateCacheDir ?? defaultStateDir(),
     apiKeyFile: options.apiKeyFile ?? null,

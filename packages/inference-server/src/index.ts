@@ -4,7 +4,6 @@
  * model generator, certificates and a model-integrity manifest.
  */
 export { AccessLog } from './access-log.js';
-export { listThreads, type ThreadInfo } from './adaptive-threads.js';
 export { canonicalOrigin } from './browser.js';
 export { CERT_FILES, type CertsOptions, type CertsResult, generateCerts } from './certs.js';
 export {
@@ -87,3 +86,4 @@ export {
 } from './slots.js';
 export { type RefusalLog, refusalLog, refusalReason } from './tls-refusals.js';
 export { VERSION } from './version.js';
+export { listThreads, type ThreadInfo } from './worker-priority.js';

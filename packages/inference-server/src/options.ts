@@ -18,6 +18,8 @@ import { DEFAULT_INPUT_LIMITS } from './limits.js';
 
 export type GpuChoice = 'auto' | 'off' | 'metal' | 'cuda' | 'vulkan';
 export const GPU_CHOICES: readonly GpuChoice[] = ['auto', 'off', 'metal', 'cuda', 'vulkan'];
+export type WorkerSched = 'idle' | 'normal';
+export const WORKER_SCHEDS: readonly WorkerSched[] = ['idle', 'normal'];
 
 /** The model, its listeners and its work. */
 const SERVING = {
@@ -103,9 +105,15 @@ const REQUESTS = {
   'manifest-key': { arg: '<file>', help: "verify the manifest's ed25519 signature with this public key (PEM)" },
   'access-log': { arg: '<file>', help: 'append one JSON line per request here' },
   'max-body-bytes': { arg: '<n>', help: 'largest request body', parse: intFlag(1024), default: 4 * 1024 * 1024 },
+  'worker-sched': {
+    arg: '<policy>',
+    help: "Linux: the generation threads' policy (normal: they share the CPUs; idle: they take only CPU nothing else wants, so HTTP never waits for them, and wait while other work holds every core)",
+    choices: WORKER_SCHEDS,
+    default: 'normal',
+  },
   'worker-nice': {
     arg: '<n>',
-    help: 'Linux: nice value for the generation threads (1-19: HTTP never waits for them, at some cost in batch throughput; 0: off)',
+    help: 'Linux: nice value for the generation threads under --worker-sched normal (1-19; 0: off)',
     parse: intFlag(0),
     default: 0,
   },

@@ -8,6 +8,10 @@
  * longer than `stallAfterMs` on a slow host): a slot past its bound is not stalled while another
  * slot's prompt evaluation is within its own bound.
  *
+ * Time the model's threads spent waiting for a CPU that the host's other work held (they run at
+ * SCHED_IDLE: worker-priority.ts) is not a stall: `excuse` starts each slot's bound again from
+ * then, while `since_progress_s` still tells when a slot last moved.
+ *
  * Fed by the engine (begin, token, end); read by /health, /metrics and the watchdog. Pure
  * bookkeeping: no timers; the clock is passed in.
  */
@@ -23,6 +27,8 @@ interface SlotWork {
   readonly startedAt: number;
   readonly promptTokens: number;
   lastAt: number;
+  /** The last time the host, not the model, was the reason for no progress (excuse). */
+  excusedAt: number;
   tokens: number;
 }
 
@@ -48,7 +54,7 @@ export class ProgressTracker {
 
   /** A completion starts on `slot` with a prompt of `promptTokens` (its evaluation begins). */
   begin(slot: number, promptTokens: number, now = Date.now()): void {
-    this.slots.set(slot, { startedAt: now, promptTokens, lastAt: now, tokens: 0 });
+    this.slots.set(slot, { startedAt: now, promptTokens, lastAt: now, excusedAt: now, tokens: 0 });
   }
 
   /** `slot` produced tokens (or evaluated a batch). */
@@ -57,6 +63,11 @@ export class ProgressTracker {
     if (!w) return;
     w.lastAt = now;
     w.tokens += 1;
+  }
+
+  /** The model's threads waited for the CPU until `now`: no slot's bound counts the time before. */
+  excuse(now = Date.now()): void {
+    for (const w of this.slots.values()) w.excusedAt = Math.max(w.excusedAt, now);
   }
 
   /** The completion on `slot` ended (whatever the outcome). */
@@ -75,21 +86,22 @@ export class ProgressTracker {
     let oldest: number | null = null;
     let latest: number | null = null;
     let stalled = 0;
-    let worst: { slot: number; idleMs: number; prompt: boolean } | null = null;
+    let worst: { slot: number; idleMs: number; sinceMs: number; prompt: boolean } | null = null;
     // Prompts being evaluated within their bound: the model is busy with them.
-    const evaluating = [...this.slots].filter(([, w]) => w.tokens === 0 && now - w.lastAt <= this.boundMs(w));
+    const idle = (w: SlotWork): number => now - Math.max(w.lastAt, w.excusedAt);
+    const evaluating = [...this.slots].filter(([, w]) => w.tokens === 0 && idle(w) <= this.boundMs(w));
     for (const [slot, w] of this.slots) {
       oldest = oldest === null ? w.startedAt : Math.min(oldest, w.startedAt);
       latest = latest === null ? w.lastAt : Math.max(latest, w.lastAt);
-      const idleMs = now - w.lastAt;
+      const idleMs = idle(w);
       const waiting = evaluating.some(([other]) => other !== slot);
       if (idleMs > this.boundMs(w) && !waiting) {
         stalled += 1;
-        if (!worst || idleMs > worst.idleMs) worst = { slot, idleMs, prompt: w.tokens === 0 };
+        if (!worst || idleMs > worst.idleMs) worst = { slot, idleMs, sinceMs: now - w.lastAt, prompt: w.tokens === 0 };
       }
     }
     const reason = worst
-      ? `slot ${worst.slot} has made no progress for ${round1(worst.idleMs / 1000)} s ` +
+      ? `slot ${worst.slot} has made no progress for ${round1(worst.sinceMs / 1000)} s ` +
         `(${worst.prompt ? 'evaluating its prompt' : 'generating'}; ${stalled} of ${this.slots.size} slots stalled)`
       : null;
     return {

@@ -12,7 +12,6 @@
 import type { HostPort } from '@vigil/shared-types';
 import { listenField, ServiceLifecycle, type ServiceState, waitUntil } from '@vigil/shared-types/node';
 import { requestLog } from './access-log.js';
-import { lowerWorkerThreadPriority } from './adaptive-threads.js';
 import { DEFAULTS, resolveConfig, type ServerConfig, type ServerOptions } from './config.js';
 import type { ServerContext, ServerState } from './context.js';
 import { Engine } from './engine.js';
@@ -31,6 +30,7 @@ import { ProgressTracker } from './progress.js';
 import { createHandler } from './routes.js';
 import { Scheduler } from './scheduler.js';
 import { VERSION } from './version.js';
+import { applyWorkerPriority, CpuWaitWatch, idleThreadsCpu, type WorkerPriority } from './worker-priority.js';
 
 export type { ServerState } from './context.js';
 
@@ -57,9 +57,16 @@ export interface ServerHandle {
  * One warn line when the model stalls (a slot past its bound), one info line when it moves again:
  * checked every second.
  */
-function watchStalls(progress: ProgressTracker, logger: Logger): NodeJS.Timeout {
+function watchStalls(progress: ProgressTracker, logger: Logger, idleThreads: () => boolean): NodeJS.Timeout {
   let episode: string | null = null;
+  const cpuWait = new CpuWaitWatch();
   const t = setInterval(() => {
+    // SCHED_IDLE threads waiting for a CPU the host's other work holds: not a stall (worker-priority.ts).
+    const w = idleThreads() ? cpuWait.sample(idleThreadsCpu()) : null;
+    if (w?.waiting) progress.excuse();
+    if (w?.began) logger.warn('generation waiting for CPU', { policy: 'idle', hint: HOST_BUSY });
+    if (w?.endedAfterMs != null)
+      logger.info('generation has CPU again', { waited_s: Math.round(w.endedAfterMs / 1000) });
     const r = progress.report();
     if (r.reason !== null && episode === null) logger.warn('stalled', { reason: r.reason, in_flight: r.in_flight });
     else if (r.reason === null && episode !== null) logger.info('progressing again', { in_flight: r.in_flight });
@@ -68,6 +75,9 @@ function watchStalls(progress: ProgressTracker, logger: Logger): NodeJS.Timeout 
   t.unref();
   return t;
 }
+
+const HOST_BUSY =
+  "the host's other work holds every core; the model runs at SCHED_IDLE and waits (not counted as a stall). --worker-sched normal shares the CPU instead";
 
 /** Loads the model in the background; resolves with the engine (see Engine.load). */
 function loadEngine(config: ServerConfig, logger: Logger, progress: ProgressTracker, signal: AbortSignal) {
@@ -93,8 +103,9 @@ function loadEngine(config: ServerConfig, logger: Logger, progress: ProgressTrac
 }
 
 /** The `model loaded` line. */
-function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: number): void {
-  const lowered = config.workerNice > 0 ? lowerWorkerThreadPriority(Math.min(19, config.workerNice)) : 0;
+function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: number): WorkerPriority {
+  const priority = applyWorkerPriority(config.workerSched, config.workerNice);
+  if (priority.idleRefused) logger.warn('worker threads left at normal priority', { reason: priority.idleRefused });
   logger.info('model loaded', {
     model: config.model,
     load_ms: loadMs,
@@ -103,12 +114,14 @@ function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: numb
     gpu: e.info.gpu,
     threads: e.info.threads,
     batchThreads: e.info.adaptiveThreads ? e.info.batchThreads : e.info.threads,
-    workerThreadsLowered: lowered,
+    workerThreadsLowered: priority.lowered,
+    workerThreadsIdle: priority.idle,
     parallel: config.parallel,
     chatWrapper: e.info.chatWrapper,
     llamaBuild: e.info.buildType,
     stateCacheMib: e.states ? config.stateCacheMib : 0,
   });
+  return priority;
 }
 
 /**
@@ -180,6 +193,7 @@ export async function start(
 
   const loadAbort = new AbortController();
   const loadStarted = Date.now();
+  let idleThreads = false;
   const ready = loadEngine(config, logger, progress, loadAbort.signal).then(
     async (e) => {
       if (life.state !== 'loading') {
@@ -188,7 +202,7 @@ export async function start(
       }
       engine = life.own('model', e, (m) => m.dispose(), 700);
       life.serving();
-      logLoaded(config, logger, e, Date.now() - loadStarted);
+      idleThreads = logLoaded(config, logger, e, Date.now() - loadStarted).idle > 0;
     },
     (err: Error) => {
       failed = true;
@@ -198,7 +212,11 @@ export async function start(
   ready.catch(() => {});
   // Stopped while loading: the load is aborted, and waited for (bounded) before the exit.
   life.own('model load', ready, (r) => r.catch(() => {}), 700);
-  life.own('stall watch', watchStalls(progress, logger), clearInterval);
+  life.own(
+    'stall watch',
+    watchStalls(progress, logger, () => idleThreads),
+    clearInterval,
+  );
 
   let unfinished = 0;
   life.onStop({

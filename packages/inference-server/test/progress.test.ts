@@ -67,6 +67,23 @@ describe('ProgressTracker', () => {
     expect(tr.report(31_000)).toMatchObject({ stalled: 1, reason: expect.stringMatching(/^slot 1 /) });
   });
 
+  it('time spent waiting for the CPU (excused) does not count towards the bound; since_progress_s still does', () => {
+    const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
+    tr.begin(0, 20, 0);
+    tr.progress(0, 1_000);
+    // The host's other work held the CPU from 5 s to 9 s: the bound counts from 9 s.
+    for (let at = 5_000; at <= 9_000; at += 1_000) tr.excuse(at);
+    expect(tr.report(18_000)).toMatchObject({ stalled: 0, reason: null, since_progress_s: 17 });
+    const r = tr.report(19_001);
+    expect(r.stalled).toBe(1);
+    // The reason says how long since the slot really moved.
+    expect(r.reason).toMatch(/^slot 0 has made no progress for 18 s /);
+    // A slot that begins after an excuse is not moved back by it.
+    tr.begin(1, 20, 30_000);
+    tr.excuse(20_000);
+    expect(tr.report(40_300).stalled).toBe(2);
+  });
+
   it('reports in flight, the oldest age and the latest progress of any slot; an ended slot is gone', () => {
     const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
     expect(tr.report(0)).toEqual({ in_flight: 0, oldest_age_s: 0, since_progress_s: null, stalled: 0, reason: null });
