@@ -25,7 +25,19 @@ const run = spawnSync(
     `--outputFile=${results}`,
     ...process.argv.slice(2),
   ],
-  { cwd: root, stdio: 'inherit', env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? '0' } },
+  {
+    cwd: root,
+    stdio: 'inherit',
+    env: {
+      ...process.env,
+      FORCE_COLOR: process.env.FORCE_COLOR ?? '0',
+      // Two test workers share the cores: a model at SCHED_IDLE (the inference server's default)
+      // would wait for the other worker's every busy moment, and the tests' time limits are not
+      // about that. The idle policy has tests of its own (inference-server/test/worker-priority),
+      // which set it themselves.
+      INFERENCE_SERVER_WORKER_SCHED: process.env.INFERENCE_SERVER_WORKER_SCHED ?? 'normal',
+    },
+  },
 );
 
 let passed = 0;

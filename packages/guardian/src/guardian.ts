@@ -256,6 +256,7 @@ export class Guardian {
           ...(r.cause ? { cause: r.cause } : {}),
           ...(r.snippet !== undefined ? { snippet: r.snippet } : {}),
           ...(r.busy ? { busy: r.busy } : {}),
+          ...(r.waitingCpu ? { waitingCpu: true } : {}),
         };
       }
       case 'integrity':

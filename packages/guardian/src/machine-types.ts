@@ -180,6 +180,8 @@ export type Observation =
       readonly ok: boolean;
       /** The busy check's answer (absent: `ok` says answered, unreported, or not). */
       readonly busy?: BusyAnswer;
+      /** A probe that timed out while the server said its model waits for CPUs others hold. */
+      readonly waitingCpu?: boolean;
       readonly ms: number;
       readonly cause?: RootCause;
       readonly snippet?: string;

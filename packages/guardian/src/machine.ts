@@ -164,6 +164,16 @@ function onProbe(b: Builder, o: Extract<Observation, { type: 'probe' }>): void {
     });
     return;
   }
+  if (o.waitingCpu) {
+    // The server's model threads (SCHED_IDLE) wait for CPUs the host's other work holds: the
+    // server is sound and a restart would not give it a CPU. Not a failure, nothing counted.
+    b.emit('probe_waiting_cpu', {
+      probe_ms: probeMs,
+      agent: b.agent(),
+      detail: `${o.snippet ?? o.cause}; the server reports its model waiting for CPUs other processes hold`,
+    });
+    return;
+  }
   s.consecutive += 1;
   s.lastFailureAt = now;
   b.emit(FAIL_EVENT[probe], { probe_ms: probeMs, consecutive: s.consecutive, snippet: o.snippet ?? '' });

@@ -18,6 +18,7 @@ const PROBES: Readonly<Record<string, readonly [string, string]>> = {
   probe_ok: ['chat', 'ok'],
   probe_fail: ['chat', 'fail'],
   probe_loading: ['chat', 'loading'],
+  probe_waiting_cpu: ['chat', 'waiting_cpu'],
   probe_skip_busy: ['chat', 'skipped_busy'],
   model_list_ok: ['models', 'ok'],
   model_list_fail: ['models', 'fail'],

@@ -49,6 +49,11 @@ export interface ProbeResult {
   readonly snippet?: string;
   /** The busy check's answer (kind 'busy' only). */
   readonly busy?: BusyAnswer;
+  /**
+   * A chat or canary probe that timed out, after which the server's /health said its model waits
+   * for CPUs that other processes hold (`progress.waiting_for_cpu`, `--worker-sched idle`).
+   */
+  readonly waitingCpu?: boolean;
   /** When the probe started and ended (Unix seconds): its own line in an access log is not "busy". */
   readonly startedAt: number;
   readonly endedAt: number;
@@ -80,6 +85,16 @@ export function busyAnswer(status: number, body: string): BusyAnswer {
   if (status !== 200 || !p || typeof p.in_flight !== 'number') return 'unreported';
   if (typeof p.stalled === 'number' && p.stalled > 0) return 'stalled';
   return p.in_flight > 0 ? 'progressing' : 'idle';
+}
+
+/** Whether a /health reply says the model waits for CPUs other processes hold. Pure. */
+export function reportsCpuWait(body: string): boolean {
+  try {
+    const reply = JSON.parse(body) as { progress?: { waiting_for_cpu?: unknown } } | null;
+    return reply?.progress?.waiting_for_cpu === true;
+  } catch {
+    return false;
+  }
 }
 
 /** Judges a reply: the root cause of a failure, or null when the probe succeeded. */
@@ -129,7 +144,7 @@ export class Prober {
   async probe(kind: ProbeKind, target: ProbeTarget, signal?: AbortSignal): Promise<ProbeResult> {
     const startedAt = Date.now() / 1000;
     const t0 = performance.now();
-    const finish = (r: { ok: boolean; cause?: RootCause; snippet?: string; busy?: BusyAnswer }): ProbeResult => ({
+    const finish = (r: Omit<ProbeResult, 'ms' | 'startedAt' | 'endedAt'>): ProbeResult => ({
       ...r,
       ms: performance.now() - t0,
       startedAt,
@@ -158,7 +173,19 @@ export class Prober {
       const cause = classifyError(err);
       const message =
         cause === 'timeout' ? `no complete reply within the ${budgetMs / 1000} s budget` : (err as Error).message;
-      return finish({ ok: false, cause, snippet: excerpt(message) });
+      const waitingCpu = cause === 'timeout' && kind !== 'models' && (await this.waitingForCpu(target, signal));
+      return finish({ ok: false, cause, snippet: excerpt(message), ...(waitingCpu ? { waitingCpu } : {}) });
+    }
+  }
+
+  /** After a completion timed out: does the server say its model waits for CPUs others hold? */
+  private async waitingForCpu(target: ProbeTarget, signal?: AbortSignal): Promise<boolean> {
+    if (signal?.aborted) return false;
+    try {
+      const res = await this.clientOf(target, this.settings.busyCheckMs ?? 3000).health({ signal });
+      return res.status === 200 && reportsCpuWait(res.text);
+    } catch {
+      return false; // no answer: not a server that waits, one that does not reply
     }
   }
 

@@ -171,6 +171,24 @@ describe('start-up grace (issue 19.3)', () => {
   });
 });
 
+describe('a model waiting for CPUs other processes hold', () => {
+  it('a timed-out probe the server explains so is not counted, however many; one it does not explain is', () => {
+    const waiting = () => ({ ok: false, cause: 'timeout' as const, snippet: 'no complete reply', waitingCpu: true });
+    let s: MachineState = { ...INITIAL_STATE, consecutive: 1, lastFailureAt: T0 - 10 };
+    for (let t = 0; t < 100; t += 10) {
+      const r = drive(s, tick(), T0 + t, { probe: waiting });
+      expect(names(r)).toEqual(['probe_waiting_cpu']);
+      expect(r.events[0]).toMatchObject({ probe_ms: expect.any(Number), agent: expect.any(String) });
+      expect(r.state.consecutive).toBe(1);
+      expect(r.state.restarts).toEqual([]);
+      expect(r.state.causes).toEqual({});
+      s = r.state;
+    }
+    const hung = drive(s, tick(), T0 + 100, { probe: () => ({ ok: false, cause: 'timeout' }) });
+    expect(names(hung)).toEqual(['probe_fail', 'restarting', 'restart_requested']);
+  });
+});
+
 describe('fallback (issues 19.2, 19.9)', () => {
   const fatal = { pattern: 'Segmentation fault', line: 'Segmentation fault (core dumped)' };
 

@@ -3,7 +3,7 @@
  * classified, what the request looks like, and that the budget bounds every probe.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { busyAnswer, Prober } from '../src/probe.js';
+import { busyAnswer, Prober, reportsCpuWait } from '../src/probe.js';
 import { type FaultServer, freePort, startFault, tmpDir } from './helpers.js';
 
 const tmp = tmpDir();
@@ -112,6 +112,30 @@ describe('the busy check: what /health says about progress (issue 30)', () => {
     ['a 200 that is not JSON', 200, 'OK', 'unreported'],
   ])('%s → %s', (_what, status, body, expected) => {
     expect(busyAnswer(status as number, body as string)).toBe(expected);
+  });
+
+  it.each([
+    ['waiting for CPU', JSON.stringify({ status: 'ok', progress: { in_flight: 1, waiting_for_cpu: true } }), true],
+    ['not waiting', JSON.stringify({ status: 'ok', progress: { in_flight: 1, waiting_for_cpu: false } }), false],
+    ['a server without the field', JSON.stringify({ status: 'ok', progress: { in_flight: 1 } }), false],
+    ['"true" as a string is not true', JSON.stringify({ progress: { waiting_for_cpu: 'true' } }), false],
+    ['not JSON', 'OK', false],
+    ['JSON null', 'null', false],
+  ])('/health %s → waiting for CPU: %s', (_what, body, expected) => {
+    expect(reportsCpuWait(body)).toBe(expected);
+  });
+
+  it('a completion that times out while /health says the model waits for CPU: waitingCpu; a plain hang: not', async () => {
+    server.setMode('waiting_cpu');
+    const r = await prober.probe('chat', target());
+    expect(r).toMatchObject({ ok: false, cause: 'timeout', waitingCpu: true });
+    const canary = await prober.probe('canary', target());
+    expect(canary).toMatchObject({ ok: false, cause: 'timeout', waitingCpu: true });
+    server.setMode('hang');
+    const hang = await prober.probe('chat', target());
+    expect(hang).toMatchObject({ ok: false, cause: 'timeout' });
+    expect(hang.waitingCpu).toBeUndefined();
+    server.setMode('ok');
   });
 
   it('asks /health and reports an answer; a server that does not answer is no_answer to the machine', async () => {

@@ -55,6 +55,26 @@ describe('busy deferral only for a server that answers (issue 18.1)', () => {
   });
 });
 
+describe("a model waiting for CPUs the host's other work holds (--worker-sched idle)", () => {
+  it('probes that time out while the server says so are probe_waiting_cpu: not counted, no restart', async () => {
+    const sc = fx.scenario('waiting-cpu');
+    const s = await sc.fault();
+    s.setMode('waiting_cpu');
+    const config = sc.config(s.port, { probeBudgetS: 0.5 });
+    const t0 = nowS();
+    for (let i = 0; i < 3; i++) expect((await guardian(['tick', '-c', config])).code).toBe(0);
+    const events = sc.events(t0);
+    expect(events.map((e) => e.event)).toEqual(['probe_waiting_cpu', 'probe_waiting_cpu', 'probe_waiting_cpu']);
+    expect(events[0]).toMatchObject({ level: 'warn', agent: 'inference-primary' });
+    expect(events[0]!.detail).toMatch(/budget.*waiting for CPUs other processes hold/);
+    // The same server hung without saying so: counted, and the second tick restarts it.
+    s.setMode('hang');
+    const t1 = nowS();
+    for (let i = 0; i < 2; i++) expect((await guardian(['tick', '-c', config])).code).toBe(0);
+    expect(sc.events(t1).map((e) => e.event)).toEqual(['probe_fail', 'probe_fail', 'restarting', 'restart_requested']);
+  });
+});
+
 describe('start-up grace (issue 19.3)', () => {
   it('a model that loads for longer than one interval after a restart: probe_loading, no restart loop', async () => {
     const sc = fx.scenario('loading');

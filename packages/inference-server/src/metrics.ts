@@ -203,6 +203,12 @@ export class Metrics {
       out.push(`inference_seconds_since_progress ${p.since_progress_s ?? 0}`);
       head('inference_stalled_sequences', 'gauge', 'Sequences with work and no progress past their bound.');
       out.push(`inference_stalled_sequences ${p.stalled}`);
+      head(
+        'inference_waiting_for_cpu',
+        'gauge',
+        "1 while the model's SCHED_IDLE threads wait for CPUs other processes hold (not a stall).",
+      );
+      out.push(`inference_waiting_for_cpu ${p.waiting_for_cpu ? 1 : 0}`);
     }
     head('inference_model_loaded', 'gauge', '1 when the model is loaded and completions can be served, else 0.');
     out.push(`inference_model_loaded ${g.state === 'ready' ? 1 : 0}`);

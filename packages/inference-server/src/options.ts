@@ -107,9 +107,9 @@ const REQUESTS = {
   'max-body-bytes': { arg: '<n>', help: 'largest request body', parse: intFlag(1024), default: 4 * 1024 * 1024 },
   'worker-sched': {
     arg: '<policy>',
-    help: "Linux: the generation threads' policy (normal: they share the CPUs; idle: they take only CPU nothing else wants, so HTTP never waits for them, and wait while other work holds every core)",
+    help: "Linux: the generation threads' policy (idle: they take only CPU nothing else wants, so HTTP never waits for them, and wait while other work holds every core; normal: they share the CPUs)",
     choices: WORKER_SCHEDS,
-    default: 'normal',
+    default: 'idle',
   },
   'worker-nice': {
     arg: '<n>',

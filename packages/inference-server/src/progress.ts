@@ -43,12 +43,16 @@ export interface ProgressReport {
   readonly stalled: number;
   /** Why the server is stalled, or null. */
   readonly reason: string | null;
+  /** The model's threads wait for a CPU that other processes hold (SCHED_IDLE; see excuse). */
+  readonly waiting_for_cpu: boolean;
 }
 
 const round1 = (s: number): number => Math.round(s * 10) / 10;
 
 export class ProgressTracker {
   private readonly slots = new Map<number, SlotWork>();
+  /** Set while an episode of waiting for the CPU lasts (the server's CpuWaitWatch). */
+  waitingForCpu = false;
 
   constructor(readonly options: ProgressOptions) {}
 
@@ -110,6 +114,7 @@ export class ProgressTracker {
       since_progress_s: latest === null ? null : round1((now - latest) / 1000),
       stalled,
       reason,
+      waiting_for_cpu: this.waitingForCpu,
     };
   }
 }

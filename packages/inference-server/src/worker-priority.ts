@@ -4,12 +4,12 @@
  * and inherit its policy and nice value. The event loop (HTTP, /v1/models, the watchdog) keeps
  * the main thread's.
  *
- * - `--worker-sched normal` (the default): ordinary threads (SCHED_OTHER), with `--worker-nice N`
- *   a lower priority among them.
- * - `--worker-sched idle`: the model's threads are SCHED_IDLE. They take every CPU that nothing
- *   else wants, and give it up the moment another thread of the host (the event loop first)
- *   wakes: a liveness probe does not wait behind a generation. Measured on 2 cores with as many
- *   threads as cores, this also makes generation faster (bench/model-list.bench.mjs).
+ * - `--worker-sched idle` (the default): the model's threads are SCHED_IDLE. They take every CPU
+ *   that nothing else wants, and give it up the moment another thread of the host (the event
+ *   loop first) wakes: a liveness probe does not wait behind a generation. Measured on 2 cores
+ *   with as many threads as cores, this also makes generation faster (bench/model-list.bench.mjs).
+ * - `--worker-sched normal`: ordinary threads (SCHED_OTHER), with `--worker-nice N` a lower
+ *   priority among them.
  *
  * The cost of idle: while other processes keep every core busy, the model waits for them. That is
  * not a hang; the server sees it in the run-queue wait of its idle threads (/proc schedstat) and

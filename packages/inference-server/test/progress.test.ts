@@ -86,7 +86,14 @@ describe('ProgressTracker', () => {
 
   it('reports in flight, the oldest age and the latest progress of any slot; an ended slot is gone', () => {
     const tr = new ProgressTracker({ stallAfterMs: 10_000, minPromptRate: 100 });
-    expect(tr.report(0)).toEqual({ in_flight: 0, oldest_age_s: 0, since_progress_s: null, stalled: 0, reason: null });
+    expect(tr.report(0)).toEqual({
+      in_flight: 0,
+      oldest_age_s: 0,
+      since_progress_s: null,
+      stalled: 0,
+      reason: null,
+      waiting_for_cpu: false,
+    });
     tr.begin(0, 10, 1_000);
     tr.begin(1, 10, 3_000);
     tr.progress(0, 4_000);

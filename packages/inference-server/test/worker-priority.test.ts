@@ -1,6 +1,6 @@
 /**
  * `--worker-sched` and `--worker-nice` (Linux): the threads that run the model get the policy
- * (SCHED_IDLE with `--worker-sched idle`) or the nice value, read back from /proc; the main thread (the event
+ * (SCHED_IDLE by default) or the nice value, read back from /proc; the main thread (the event
  * loop: HTTP, /v1/models, the watchdog) keeps its own; and the compute threads that llama.cpp
  * creates for each decode inherit them. While other processes hold every core, the idle threads
  * wait, and the server says so and does not count it as a stall.
@@ -54,17 +54,9 @@ describe('--worker-sched and --worker-nice', () => {
    * of them), and the thread that ran the decodes (the one, other than main, whose CPU time grew
    * most). Enough of it: some threads seen and some tokens out (the test does not wait for all).
    */
-  async function generation(flags: string[]) {
-    server = await serveTiny(MODEL, [
-      ...BIG_CONTEXT,
-      '--parallel',
-      '1',
-      '--threads',
-      '2',
-      '--batch-threads',
-      '2',
-      ...flags,
-    ]);
+  async function generation(flags: string[], env: NodeJS.ProcessEnv = {}) {
+    const threads = ['--parallel', '1', '--threads', '2', '--batch-threads', '2'];
+    server = await serveTiny(MODEL, [...BIG_CONTEXT, ...threads, ...flags], env);
     const pid = server.child.pid!;
     const loaded = JSON.parse(await server.waitForLog('"msg":"model loaded"'));
     const before = new Map(listThreads(pid).map((t) => [t.tid, t]));
@@ -103,8 +95,9 @@ describe('--worker-sched and --worker-nice', () => {
     expect([...new Set(g.born.map((t) => t.nice))]).toEqual([7]);
   }, 120_000);
 
-  it('--worker-sched idle: the threads that run the model are SCHED_IDLE, the main thread is not, and no nice value changes', async () => {
-    const g = await generation(['--worker-sched', 'idle']);
+  it('by default (idle): the threads that run the model are SCHED_IDLE, the main thread is not, and no nice value changes', async () => {
+    // The test run chooses `normal` for every other test (scripts/test.mjs): not for this one.
+    const g = await generation([], { INFERENCE_SERVER_WORKER_SCHED: undefined });
     expect(g.loaded.workerThreadsLowered).toBe(0);
     expect(g.loaded.workerThreadsIdle).toBeGreaterThan(0);
     // Which native binary runs the model is said at load: the npm package's, unless one was built here.
@@ -140,14 +133,17 @@ describe('--worker-sched and --worker-nice', () => {
       await sleep(1_000);
       const health = await request(server.http!, { path: '/health' });
       expect(health.status).toBe(200);
-      expect(health.json().progress).toMatchObject({ in_flight: 1, stalled: 0 });
+      // After the first second of waiting, /health says so (what the guardian reads).
+      expect(health.json().progress).toMatchObject({ in_flight: 1, stalled: 0, waiting_for_cpu: true });
       since = Math.max(since, health.json().progress.since_progress_s);
     }
+    expect((await request(server.http!, { path: '/metrics' })).text).toMatch(/^inference_waiting_for_cpu 1$/m);
     // Past the bound with no token, and still not stalled.
     expect(since).toBeGreaterThan(2.5);
     for (const h of hogs.splice(0)) h.kill('SIGKILL');
     const again = JSON.parse(await server.waitForLog('"msg":"generation has CPU again"', 15_000));
     expect(again.waited_s).toBeGreaterThanOrEqual(5);
+    expect((await request(server.http!, { path: '/health' })).json().progress.waiting_for_cpu).toBe(false);
     const seen = sse.events.length;
     await until('tokens again', () => sse.events.length > seen + 5);
     expect(server.output()).not.toContain('"msg":"stalled"');
@@ -155,8 +151,8 @@ describe('--worker-sched and --worker-nice', () => {
     sse.close();
   }, 60_000);
 
-  it('by default (normal): every thread keeps the policy and nice value it started with', async () => {
-    server = await serveTiny(MODEL, ['--parallel', '1']);
+  it('--worker-sched normal: every thread keeps the policy and nice value it started with', async () => {
+    server = await serveTiny(MODEL, ['--parallel', '1', '--worker-sched', 'normal']);
     const loaded = JSON.parse(await server.waitForLog('"msg":"model loaded"'));
     expect(loaded).toMatchObject({ workerThreadsLowered: 0, workerThreadsIdle: 0 });
     const threads = listThreads(server.child.pid!);

@@ -79,6 +79,7 @@ export const GUARDIAN_EXTRA_EVENTS = [
   'alert_sent',
   'alert_failed',
   'probe_loading',
+  'probe_waiting_cpu',
   'fallback_failed',
   'state_reset',
 ] as const;
@@ -96,7 +97,14 @@ export type GuardianExtraLogRecord =
       snippet: string;
     }
   | { ts: number; level: LogLevel; event: 'restored'; agent: string }
-  | { ts: number; level: LogLevel; event: 'probe_loading'; probe_ms: number; agent: string; detail: string }
+  | {
+      ts: number;
+      level: LogLevel;
+      event: 'probe_loading' | 'probe_waiting_cpu';
+      probe_ms: number;
+      agent: string;
+      detail: string;
+    }
   | { ts: number; level: LogLevel; event: 'service_failed'; action: string; agent: string; rc: number; detail: string }
   | {
       ts: number;
@@ -133,6 +141,7 @@ export const GUARDIAN_EXTRA_EVENT_FIELDS: Readonly<Record<GuardianExtraEventName
   alert_sent: ['detail'],
   alert_failed: ['detail'],
   probe_loading: ['probe_ms', 'agent', 'detail'],
+  probe_waiting_cpu: ['probe_ms', 'agent', 'detail'],
   fallback_failed: ['detail'],
   state_reset: ['detail'],
 };
@@ -154,6 +163,7 @@ export const GUARDIAN_EXTRA_EVENT_LEVEL: Readonly<Record<GuardianExtraEventName,
   alert_sent: 'info',
   alert_failed: 'warn',
   probe_loading: 'info',
+  probe_waiting_cpu: 'warn',
   fallback_failed: 'error',
   state_reset: 'error',
 };

@@ -27,6 +27,7 @@ const PROBE_EVENTS: Readonly<Record<string, ProbeKind>> = {
   probe_fail: 'failed',
   probe_skip_busy: 'busy',
   probe_loading: 'loading',
+  probe_waiting_cpu: 'busy',
 };
 const MARK_EVENTS = new Set([
   'restarting',
