@@ -40,7 +40,14 @@ describe('the server (parallel 2)', () => {
       status: 200,
       body: {
         status: 'ok',
-        progress: { in_flight: 0, oldest_age_s: 0, since_progress_s: null, stalled: 0, reason: null },
+        progress: {
+          in_flight: 0,
+          oldest_age_s: 0,
+          since_progress_s: null,
+          stalled: 0,
+          reason: null,
+          waiting_for_cpu: false,
+        },
       },
     });
   });

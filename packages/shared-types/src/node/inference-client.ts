@@ -38,6 +38,8 @@ export interface InferenceHealth {
     readonly since_progress_s: number | null;
     readonly stalled: number;
     readonly reason: string | null;
+    /** The model's SCHED_IDLE threads wait for CPUs other processes hold (not a stall). */
+    readonly waiting_for_cpu?: boolean;
   };
 }
 
