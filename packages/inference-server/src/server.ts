@@ -104,8 +104,8 @@ function loadEngine(config: ServerConfig, logger: Logger, progress: ProgressTrac
 }
 
 /** The `model loaded` line. */
-function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: number): WorkerPriority {
-  const priority = applyWorkerPriority(config.workerSched, config.workerNice);
+async function logLoaded(config: ServerConfig, logger: Logger, e: Engine, loadMs: number): Promise<WorkerPriority> {
+  const priority = await applyWorkerPriority(config.workerSched, config.workerNice);
   if (priority.idleRefused) logger.warn('worker threads left at normal priority', { reason: priority.idleRefused });
   logger.info('model loaded', {
     model: config.model,
@@ -203,7 +203,7 @@ export async function start(
       }
       engine = life.own('model', e, (m) => m.dispose(), 700);
       life.serving();
-      idleThreads = logLoaded(config, logger, e, Date.now() - loadStarted).idle > 0;
+      idleThreads = (await logLoaded(config, logger, e, Date.now() - loadStarted)).idle > 0;
     },
     (err: Error) => {
       failed = true;

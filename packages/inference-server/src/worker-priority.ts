@@ -15,10 +15,13 @@
  * not a hang; the server sees it in the run-queue wait of its idle threads (/proc schedstat) and
  * does not count that time towards a stall (CpuWaitWatch; progress.ts `excuse`).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
+import { promisify } from 'node:util';
 import type { WorkerSched } from './options.js';
+
+const execFileAsync = promisify(execFile);
 
 /** Linux's number for SCHED_IDLE (sched.h), as /proc/PID/task/TID/stat field 41 shows it. */
 const SCHED_IDLE = 5;
@@ -87,12 +90,10 @@ export interface WorkerPriority {
  * the model is loaded (the pool exists then). `chrt` (util-linux) sets the policy: Node has no
  * call for it. Elsewhere than Linux nothing is done.
  */
-export function applyWorkerPriority(sched: WorkerSched, nice: number): WorkerPriority {
+export async function applyWorkerPriority(sched: WorkerSched, nice: number): Promise<WorkerPriority> {
   const threads = workerThreads();
   if (threads.length === 0) return { lowered: 0, idle: 0, idleRefused: sched === 'idle' ? 'not Linux' : null };
   let lowered = 0;
-  let idle = 0;
-  let idleRefused: string | null = null;
   for (const t of threads) {
     try {
       if (nice > 0) {
@@ -102,16 +103,19 @@ export function applyWorkerPriority(sched: WorkerSched, nice: number): WorkerPri
     } catch {
       // a thread that ended meanwhile, or not permitted
     }
-    if (sched !== 'idle' || idleRefused) continue;
-    try {
-      execFileSync('chrt', ['--idle', '--pid', '0', String(t.tid)], { stdio: 'ignore', timeout: 5000 });
-      idle++;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') idleRefused = 'chrt (util-linux) is not installed';
-      // otherwise a thread that ended meanwhile
-    }
   }
+  if (sched !== 'idle') return { lowered, idle: 0, idleRefused: null };
+  // One `chrt` per thread, side by side: the event loop does not wait for them.
+  const outcomes = await Promise.all(
+    threads.map((t) =>
+      execFileAsync('chrt', ['--idle', '--pid', '0', String(t.tid)], { timeout: 5000 }).then(
+        () => 'ok' as const,
+        (err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? ('missing' as const) : ('gone' as const)),
+      ),
+    ),
+  );
+  const idle = outcomes.filter((o) => o === 'ok').length;
+  const idleRefused = outcomes.includes('missing') ? 'chrt (util-linux) is not installed' : null;
   return { lowered, idle, idleRefused };
 }
 
