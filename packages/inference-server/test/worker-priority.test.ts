@@ -121,8 +121,9 @@ describe('--worker-sched and --worker-nice', () => {
     await server.waitForLog('"msg":"model loaded"');
     const sse = await SseCompletion.open(server.http!, chat('hello', { max_tokens: 100_000, temperature: 0 }));
     await until('tokens', () => sse.events.length > 5);
-    // One busy loop per core, at the ordinary policy.
-    for (let i = 0; i < availableParallelism(); i++) {
+    // Three busy loops per core, at the ordinary policy: no core is left free for a moment (with
+    // one per core, the scheduler now and then packs two on one core and the model gets a token out).
+    for (let i = 0; i < 3 * availableParallelism(); i++) {
       hogs.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
     }
     const waiting = JSON.parse(await server.waitForLog('"msg":"generation waiting for CPU"', 15_000));
