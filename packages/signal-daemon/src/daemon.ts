@@ -72,8 +72,8 @@ function openBackend(
         retentionMs: config.localnetRetentionHours * 3_600_000,
         attachmentPolicy,
         logger,
-        inbox: (db) => {
-          inbox = new Inbox(db, config.account, retention, hold);
+        inbox: (db, write) => {
+          inbox = new Inbox(db, config.account, retention, hold, write);
           return inbox;
         },
       });
@@ -231,16 +231,12 @@ export async function start(
     Number.POSITIVE_INFINITY,
   );
   const box = life.own('inbox', inbox, (b) => b.close());
-  box.prune();
+  const prune = () =>
+    box.prune().catch((err: unknown) => logger.warn('inbox retention failed', { error: String(err) }));
+  void prune();
   const metrics = new DaemonMetrics();
   const activity = watchInbox(box, metrics);
-  const pruner = setInterval(() => {
-    try {
-      box.prune();
-    } catch (err) {
-      logger.warn('inbox retention failed', { error: String(err) });
-    }
-  }, PRUNE_INTERVAL_MS);
+  const pruner = setInterval(prune, PRUNE_INTERVAL_MS);
   pruner.unref();
   life.own('inbox retention', pruner, clearInterval);
 

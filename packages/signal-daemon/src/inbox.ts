@@ -40,6 +40,16 @@ const RING_SLACK = 1024;
 /** ...and this many bytes of JSON (an event larger than this is read from the file). */
 const RING_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Events deleted by one step of the retention: one statement, a few ms of the file's write lock
+ * at most, so that a large backlog (a lowered retention, a minute of traffic at full rate) is cut
+ * in many short writes with the event loop free between them, never in one long delete.
+ */
+export const INBOX_PRUNE_BATCH = 1000;
+
+/** Runs a write: at once by default; on a shared file, through the writer that waits for its lock without blocking. */
+export type InboxWrite = (fn: () => void) => Promise<void>;
+
 /** One consumer as /api/v1/check and the metrics show it. */
 export interface ConsumerState {
   readonly name: string;
@@ -77,12 +87,17 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   private readonly accountJson: string;
   /** A transaction running its argument, made once (append's, not one per append). */
   private readonly transaction: Database.Transaction<(fn: () => void) => void>;
+  /** The pass of the retention under way, if any (one at a time). */
+  private pruning: Promise<number> | null = null;
+  /** The count bound's cut when the last pass ended: the next starts once the head is a batch past it. */
+  private prunedThrough = 0;
 
   constructor(
     db: Database.Database,
     readonly account: string,
     private readonly retention: Retention,
     readonly hold: Hold = DEFAULT_HOLD,
+    private readonly write: InboxWrite = async (fn) => fn(),
   ) {
     super();
     this.setMaxListeners(0);
@@ -107,17 +122,14 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
       after: db.prepare(
         'SELECT seq, json, received_at AS receivedAt FROM inbox WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?',
       ),
-      pruneAge: db.prepare('DELETE FROM inbox WHERE account = ? AND received_at < ?'),
-      pruneCount: db.prepare('DELETE FROM inbox WHERE account = ? AND seq <= ?'),
+      oldest: db.prepare('SELECT seq, received_at FROM inbox WHERE account = ? ORDER BY seq LIMIT 1').raw(),
+      oldestBatch: db.prepare('SELECT seq, bytes FROM inbox WHERE account = ? ORDER BY seq LIMIT ?').raw(),
+      // Within the oldest batch (seq <= ?): past the count or bytes cut, or older than the period.
+      prune: db
+        .prepare('DELETE FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?) RETURNING seq, bytes')
+        .raw(),
       count: db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck(),
       bytes: db.prepare('SELECT COALESCE(SUM(bytes), 0) FROM inbox WHERE account = ?').pluck(),
-      // The newest seq from which on (older ones dropped) more than ? bytes are stored.
-      overBytes: db
-        .prepare(
-          `SELECT seq FROM (SELECT seq, SUM(bytes) OVER (ORDER BY seq DESC) AS total FROM inbox WHERE account = ?)
-           WHERE total > ? ORDER BY seq DESC LIMIT 1`,
-        )
-        .pluck(),
       // The first held message after a mark: newest `messages`, `bytes` in all, not older than a time.
       firstHeld: db.prepare(
         `SELECT seq, received_at AS receivedAt FROM (
@@ -238,7 +250,16 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     if (stored.length > 0) {
       this.headSeq = stored[stored.length - 1]!.seq;
       for (const e of stored) this.remember(e);
-      if (this.storedBytes > this.retention.bytes) this.prune(now);
+      // Over the bytes bound: one step now (it removes what pushed the inbox over, unless that is
+      // more than a batch of events); if the file's lock is taken meanwhile, a pass soon, as when
+      // the head is a batch past the count bound.
+      let soon = this.headSeq - this.retention.messages > this.prunedThrough + INBOX_PRUNE_BATCH;
+      try {
+        if (this.storedBytes > this.retention.bytes) this.pruneStep(now);
+      } catch {
+        soon = true;
+      }
+      if (soon) setImmediate(() => void this.prune().catch(() => {}));
       this.emit('appended', this.headSeq);
     }
     return stored;
@@ -314,24 +335,63 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   }
 
   /**
-   * Drops events older than the retention period, beyond the retained count and beyond the
-   * retained bytes (the oldest first); forgets consumers not seen for the hold's period.
+   * One pass of the retention: drops events older than the retention period, beyond the retained
+   * count and beyond the retained bytes (the oldest first), in steps of at most INBOX_PRUNE_BATCH
+   * events, each its own write, with a yield to the event loop between them; then forgets
+   * consumers not seen for the hold's period. Resolves to the number dropped; a pass asked for
+   * while one runs is that one.
    */
-  prune(now = Date.now()): number {
+  prune(now = Date.now()): Promise<number> {
+    this.pruning ??= (async () => {
+      let dropped = 0;
+      try {
+        for (;;) {
+          let n = 0;
+          await this.write(() => {
+            n = this.pruneStep(now);
+          });
+          dropped += n;
+          if (n < INBOX_PRUNE_BATCH) break;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        this.prunedThrough = this.headSeq - this.retention.messages;
+        this.marks.forget(now - this.hold.hours * 3_600_000);
+        return dropped;
+      } finally {
+        this.pruning = null;
+      }
+    })();
+    return this.pruning;
+  }
+
+  /**
+   * One step: deletes, among the oldest INBOX_PRUNE_BATCH events, those past a bound; how many.
+   * Runs inside a write (the caller's transaction, or a statement of its own).
+   */
+  private pruneStep(now: number): number {
     const since = now - this.retention.hours * 3_600_000;
-    let dropped = this.stmts.pruneAge.run(this.account, since).changes;
-    dropped += this.stmts.pruneCount.run(this.account, this.headSeq - this.retention.messages).changes;
-    if (dropped > 0 || this.storedBytes > this.retention.bytes) {
-      const cut = this.stmts.overBytes.get(this.account, this.retention.bytes) as number | undefined;
-      if (cut !== undefined) dropped += this.stmts.pruneCount.run(this.account, cut).changes;
-      this.storedBytes = this.stmts.bytes.get(this.account) as number;
-      const oldest = Math.max(this.headSeq - this.retention.messages, cut ?? 0);
-      const kept = this.ring.filter((e) => e.receivedAt >= since && e.seq > oldest);
+    const countCut = this.headSeq - this.retention.messages;
+    const oldest = this.stmts.oldest.get(this.account) as [number, number] | undefined;
+    const overBytes = this.storedBytes - this.retention.bytes;
+    if (!oldest || (oldest[0] > countCut && oldest[1] >= since && overBytes <= 0)) return 0;
+    // The oldest batch: its last seq bounds the step; the bytes cut is where the excess is covered.
+    const batch = this.stmts.oldestBatch.all(this.account, INBOX_PRUNE_BATCH) as [number, number][];
+    const upTo = batch[batch.length - 1]![0];
+    let bytesCut = 0;
+    for (let i = 0, excess = overBytes; i < batch.length && excess > 0; i++) {
+      excess -= batch[i]![1];
+      bytesCut = batch[i]![0];
+    }
+    const cut = Math.max(countCut, bytesCut);
+    const gone = this.stmts.prune.all(this.account, upTo, cut, since) as [number, number][];
+    for (const [, bytes] of gone) this.storedBytes -= bytes;
+    const first = this.ring[0];
+    if (gone.length > 0 && first && first.seq <= upTo) {
+      const kept = this.ring.filter((e) => e.seq > upTo || (e.seq > cut && e.receivedAt >= since));
       this.ring = kept;
       this.ringBytes = kept.reduce((n, e) => n + e.bytes, 0);
     }
-    this.marks.forget(now - this.hold.hours * 3_600_000);
-    return dropped;
+    return gone.length;
   }
 
   /** Bytes of JSON stored for this account. */

@@ -185,7 +185,7 @@ describe('losing nothing', () => {
       for (let i = 1; i <= 6; i++) await tcp.call('send', { recipient: B, message: `k${i}` }, i);
       await sse.waitFor(6);
       sse.close();
-      b.inbox.prune();
+      await b.inbox.prune();
       expect(b.inbox.size).toBe(3);
       const replay = await SseClient.open(b.http!, '0');
       const got = (await replay.waitFor(3)).map((e) => JSON.parse(e.data).envelope.dataMessage.message);

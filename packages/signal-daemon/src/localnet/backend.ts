@@ -10,7 +10,7 @@ import { ensureDir, PRIVATE_DIR } from '@vigil/shared-types/node';
 import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
-import type { Inbox } from '../inbox.js';
+import type { Inbox, InboxWrite } from '../inbox.js';
 import { resolveParams } from '../params.js';
 import type { Synchronous } from '../sqlite.js';
 import { accountMethods } from './account.js';
@@ -52,7 +52,7 @@ export interface LocalBackendOptions {
   /** Sent-message records, unclaimed mail and attachments older than this are pruned (see retention.ts). */
   readonly retentionMs: number;
   /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
-  readonly inbox: (db: NetworkStore['db']) => Inbox;
+  readonly inbox: (db: NetworkStore['db'], write: InboxWrite) => Inbox;
 }
 
 /** Methods whose success proves that the file can be written (in alphabetical order). */
@@ -163,7 +163,7 @@ export class LocalBackend implements Backend {
       () => this.store.probeWrite(this.me.number),
       () => this.delivery.retry(),
     );
-    this.inbox = o.inbox(this.store.db);
+    this.inbox = o.inbox(this.store.db, (fn) => this.store.write(fn));
     this.delivery = new Delivery({
       store: this.store,
       records: this.records,
