@@ -126,7 +126,9 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
       oldestBatch: db.prepare('SELECT seq, bytes FROM inbox WHERE account = ? ORDER BY seq LIMIT ?').raw(),
       // Within the oldest batch (seq <= ?): past the count or bytes cut, or older than the period.
       prune: db
-        .prepare('DELETE FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?) RETURNING seq, bytes')
+        .prepare(
+          'DELETE FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?) RETURNING seq, bytes',
+        )
         .raw(),
       count: db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck(),
       bytes: db.prepare('SELECT COALESCE(SUM(bytes), 0) FROM inbox WHERE account = ?').pluck(),

@@ -57,7 +57,8 @@ describe('the inbox', () => {
       return { inbox: new Inbox(db, ACCOUNT, r, undefined, write), writes };
     }
     const fill = (inbox: Inbox, n: number) => {
-      for (let i = 0; i < n; i += 500) inbox.append(Array.from({ length: Math.min(500, n - i) }, (_, k) => envelope(i + k + 1)));
+      for (let i = 0; i < n; i += 500)
+        inbox.append(Array.from({ length: Math.min(500, n - i) }, (_, k) => envelope(i + k + 1)));
     };
 
     it('cuts a backlog past the count in steps of at most a batch, each its own write, the event loop running between them', async () => {
@@ -72,7 +73,9 @@ describe('the inbox', () => {
         expect(writes.map((w) => w.deleted)).toEqual([INBOX_PRUNE_BATCH, INBOX_PRUNE_BATCH, INBOX_PRUNE_BATCH, 300]);
         expect(writes.slice(1).every((w) => w.loopRan)).toBe(true);
         const left = rows(db);
-        expect(left.map((r) => r.seq)).toEqual(Array.from({ length: 200 }, (_, i) => 3 * INBOX_PRUNE_BATCH + 300 + i + 1));
+        expect(left.map((r) => r.seq)).toEqual(
+          Array.from({ length: 200 }, (_, i) => 3 * INBOX_PRUNE_BATCH + 300 + i + 1),
+        );
         expect(inbox.size).toBe(200);
         // The stored bytes are kept without a scan: they agree with the file.
         expect(inbox.bytes).toBe(left.reduce((n, r) => n + r.bytes, 0));
