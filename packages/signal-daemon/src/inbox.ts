@@ -123,13 +123,16 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
         'SELECT seq, json, received_at AS receivedAt FROM inbox WHERE account = ? AND seq > ? ORDER BY seq LIMIT ?',
       ),
       oldest: db.prepare('SELECT seq, received_at FROM inbox WHERE account = ? ORDER BY seq LIMIT 1').raw(),
-      oldestBatch: db.prepare('SELECT seq, bytes FROM inbox WHERE account = ? ORDER BY seq LIMIT ?').raw(),
+      // The seq of the last of the oldest batch (the offset is the batch's size less one).
+      batchEnd: db.prepare('SELECT seq FROM inbox WHERE account = ? ORDER BY seq LIMIT 1 OFFSET ?').pluck(),
+      oldestBytes: db.prepare('SELECT seq, bytes FROM inbox WHERE account = ? ORDER BY seq LIMIT ?').raw(),
       // Within the oldest batch (seq <= ?): past the count or bytes cut, or older than the period.
-      prune: db
+      pruneBytes: db
         .prepare(
-          'DELETE FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?) RETURNING seq, bytes',
+          'SELECT COALESCE(SUM(bytes), 0) FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?)',
         )
-        .raw(),
+        .pluck(),
+      prune: db.prepare('DELETE FROM inbox WHERE account = ? AND seq <= ? AND (seq <= ? OR received_at < ?)'),
       count: db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck(),
       bytes: db.prepare('SELECT COALESCE(SUM(bytes), 0) FROM inbox WHERE account = ?').pluck(),
       // The first held message after a mark: newest `messages`, `bytes` in all, not older than a time.
@@ -376,24 +379,29 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     const oldest = this.stmts.oldest.get(this.account) as [number, number] | undefined;
     const overBytes = this.storedBytes - this.retention.bytes;
     if (!oldest || (oldest[0] > countCut && oldest[1] >= since && overBytes <= 0)) return 0;
-    // The oldest batch: its last seq bounds the step; the bytes cut is where the excess is covered.
-    const batch = this.stmts.oldestBatch.all(this.account, INBOX_PRUNE_BATCH) as [number, number][];
-    const upTo = batch[batch.length - 1]![0];
+    // The oldest batch's last seq bounds the step; the bytes cut is where the excess is covered.
+    const upTo = (this.stmts.batchEnd.get(this.account, INBOX_PRUNE_BATCH - 1) as number | undefined) ?? this.headSeq;
     let bytesCut = 0;
-    for (let i = 0, excess = overBytes; i < batch.length && excess > 0; i++) {
-      excess -= batch[i]![1];
-      bytesCut = batch[i]![0];
+    if (overBytes > 0) {
+      let excess = overBytes;
+      for (const [seq, bytes] of this.stmts.oldestBytes.iterate(this.account, INBOX_PRUNE_BATCH) as Iterable<
+        [number, number]
+      >) {
+        bytesCut = seq;
+        excess -= bytes;
+        if (excess <= 0) break;
+      }
     }
     const cut = Math.max(countCut, bytesCut);
-    const gone = this.stmts.prune.all(this.account, upTo, cut, since) as [number, number][];
-    for (const [, bytes] of gone) this.storedBytes -= bytes;
+    this.storedBytes -= this.stmts.pruneBytes.get(this.account, upTo, cut, since) as number;
+    const dropped = this.stmts.prune.run(this.account, upTo, cut, since).changes;
     const first = this.ring[0];
-    if (gone.length > 0 && first && first.seq <= upTo) {
+    if (dropped > 0 && first && first.seq <= upTo) {
       const kept = this.ring.filter((e) => e.seq > upTo || (e.seq > cut && e.receivedAt >= since));
       this.ring = kept;
       this.ringBytes = kept.reduce((n, e) => n + e.bytes, 0);
     }
-    return gone.length;
+    return dropped;
   }
 
   /** Bytes of JSON stored for this account. */
