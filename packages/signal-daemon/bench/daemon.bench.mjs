@@ -2,7 +2,7 @@
 // Benchmark of the messaging daemon against a bare Node server ("the limit"), all in one run so
 // the ratios mean something. Run `pnpm build` first, then:
 //
-//   node packages/signal-daemon/bench/daemon.bench.mjs [--json] [--quick] [--only=tcp,http,sse]
+//   node packages/signal-daemon/bench/daemon.bench.mjs [--json] [--quick] [--only=tcp,http,sse,kill]
 //       [--synchronous=normal|full] [--cpu-prof=DIR]
 //
 // --synchronous passes the daemons' --synchronous (what a commit costs for each setting);
@@ -25,6 +25,9 @@
 //      128 calls in flight allow: messages/s. Each of the three with 1 and with 5 event streams;
 //      every answered message must arrive exactly once on every stream. At the end: the network
 //      file's bytes (with its WAL) per 100,000 messages sent.
+//   4. kill -9 at full rate: two fresh daemons on a file of their own, sends with 128 in flight;
+//      after 3 s (1 s with --quick) the sender, then in a second run the receiver, is killed and
+//      started again; every send answered with a result must arrive exactly once.
 //
 // The same loads run against the bare server (for send -> SSE: its in-process fan-out, with no
 // storage and no second process). Besides rates and latencies it reports the servers' CPU per
@@ -58,9 +61,9 @@ const ACCOUNT_B = '+15550000002';
 const args = process.argv.slice(2);
 const JSON_OUT = args.includes('--json');
 const QUICK = args.includes('--quick');
-/** --only=tcp,http,sse runs only those parts (all by default). */
+/** --only=tcp,http,sse,kill runs only those parts (all by default). */
 const ONLY = new Set(
-  (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse').split(',').filter((x) => x !== ''),
+  (args.find((a) => a.startsWith('--only='))?.slice(7) ?? 'tcp,http,sse,kill').split(',').filter((x) => x !== ''),
 );
 /** --cpu-prof=DIR: the daemons write V8 CPU profiles there when they stop (see the README). */
 const CPU_PROF = args.find((a) => a.startsWith('--cpu-prof='))?.slice(11);
@@ -84,6 +87,8 @@ const PACED_RATES = [1000, 5000];
 const P99_GOAL_MS = { 1000: 5, 5000: 10 };
 const SUSTAINED_GOAL = 20_000;
 const SSE_CONSUMERS = [1, 5];
+/** kill -9 phases: full rate for this long, the kill, then this long again. */
+const KILL_AFTER_MS = QUICK ? 1000 : 3000;
 const MAX_IN_FLIGHT_SEND = 128;
 /** Bounds on every loop: calls per load phase, messages per send phase, latency samples kept. */
 const MAX_CALLS = 5_000_000;
@@ -289,8 +294,11 @@ function replyId(text) {
   return k < 0 ? Number.NaN : Number.parseInt(text.slice(k + 5), 10);
 }
 
-/** An SSE client: onEvent(dataJsonText, arrivalNs) for every event with data. */
-function sseClient(port, onEvent) {
+/**
+ * An SSE client: onEvent(dataJsonText, arrivalNs, id) for every event with data (`id` only with
+ * `ids`: the measured phases do not pay for it); `lastEventId` resumes a stream.
+ */
+function sseClient(port, onEvent, { ids = false, lastEventId } = {}) {
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -299,7 +307,7 @@ function sseClient(port, onEvent) {
         path: '/api/v1/events',
         method: 'GET',
         agent: false,
-        headers: { accept: 'text/event-stream' },
+        headers: { accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
       },
       (res) => {
         if (res.statusCode !== 200) {
@@ -323,7 +331,9 @@ function sseClient(port, onEvent) {
             if (d >= 0) {
               const from = d === 0 ? 5 : d + 6;
               const to = block.indexOf('\n', from);
-              onEvent(block.slice(from, to < 0 ? undefined : to), t);
+              const i = ids ? (block.startsWith('id:') ? 0 : block.indexOf('\nid:')) : -1;
+              const id = i < 0 ? undefined : block.slice(i === 0 ? 3 : i + 4, block.indexOf('\n', i + 1)).trim();
+              onEvent(block.slice(from, to < 0 ? undefined : to), t, id);
             }
           }
           buf = start >= buf.length ? '' : buf.slice(start);
@@ -664,6 +674,106 @@ async function sendToSse({ tcpPort, ssePort, rate, consumers, tag, pids }) {
   };
 }
 
+// ---- 5: kill -9 in the middle of a full-rate run ----------------------------------------------
+
+/**
+ * Two fresh daemons on a network file of their own; `send` to A with MAX_IN_FLIGHT_SEND in flight,
+ * read from B's event stream. After KILL_AFTER_MS the `victim` (A or B) gets SIGKILL and is started
+ * again on the same files; the sender (victim A) or the stream (victim B, resuming with
+ * Last-Event-ID) reconnects, sending goes on for KILL_AFTER_MS more, then every send answered with
+ * a result must be on the stream exactly once. Sends that were never answered (cut by the kill) may
+ * or may not arrive: they are counted, not judged.
+ */
+async function killRun(victim, dir) {
+  const localnet = join(dir, 'net', 'localnet.sqlite');
+  let a = await startDaemon(ACCOUNT_A, localnet, join(dir, 'a'));
+  let b = await startDaemon(ACCOUNT_B, localnet, join(dir, 'b'));
+  const okReply = new Uint8Array(MAX_MESSAGES + 1);
+  const seen = new Uint8Array(MAX_MESSAGES + 1);
+  let seq = 0;
+  let acked = 0;
+  let duplicates = 0;
+  let lastId;
+  let sending = true;
+  let sock = null;
+  let stream = null;
+  const onEvent = (data, _t, id) => {
+    if (id) lastId = id;
+    const m = /"message":"k:(\d+)"/.exec(data);
+    if (!m) return;
+    const k = Number(m[1]);
+    if (seen[k]) duplicates++;
+    else seen[k] = 1;
+  };
+  const connectSender = async () => {
+    let inFlight = 0;
+    const send = () => {
+      if (!sending || seq >= MAX_MESSAGES || sock.destroyed) return;
+      seq++;
+      inFlight++;
+      sock.write(
+        `{"jsonrpc":"2.0","method":"send","params":{"recipient":["${ACCOUNT_B}"],"message":"k:${seq}"},"id":${seq}}\n`,
+      );
+    };
+    sock = await lineClient(a.tcp, (line) => {
+      const id = replyId(line);
+      if (!(id >= 1 && id <= seq)) return;
+      inFlight--;
+      if (line.includes('"result"')) {
+        okReply[id] = 1;
+        acked++;
+      }
+      send();
+    });
+    for (let i = 0; i < MAX_IN_FLIGHT_SEND; i++) send();
+  };
+  const openStream = async () => {
+    stream = await sseClient(b.http, onEvent, { ids: true, lastEventId: lastId });
+  };
+  try {
+    await openStream();
+    await sleep(100);
+    await connectSender();
+    const t1 = now();
+    await sleep(KILL_AFTER_MS);
+    const rate = acked / ((now() - t1) / 1e9);
+    const target = victim === 'A' ? a : b;
+    const gone = once(target.child, 'exit');
+    target.child.kill('SIGKILL');
+    await gone;
+    const ackedAtKill = acked;
+    if (victim === 'A') {
+      sock.destroy();
+      a = await startDaemon(ACCOUNT_A, localnet, join(dir, 'a'));
+      await connectSender();
+    } else {
+      stream.close();
+      b = await startDaemon(ACCOUNT_B, localnet, join(dir, 'b'));
+      await openStream();
+    }
+    await sleep(KILL_AFTER_MS);
+    sending = false;
+    const deadline = Date.now() + DRAIN_MS;
+    const missing = () => {
+      for (let k = 1; k <= seq; k++) if (okReply[k] && !seen[k]) return true;
+      return false;
+    };
+    while (Date.now() < deadline && missing()) await sleep(50);
+    await sleep(200); // a late duplicate would show up here
+    let lost = 0;
+    let unanswered = 0;
+    for (let k = 1; k <= seq; k++) {
+      if (okReply[k] && !seen[k]) lost++;
+      if (!okReply[k] && seen[k]) unanswered++;
+    }
+    return { victim, rate, acked, ackedAtKill, lost, duplicates, unansweredDelivered: unanswered, sent: seq };
+  } finally {
+    sock?.destroy();
+    stream?.close();
+    await Promise.all([stopChild(a.child), stopChild(b.child)]);
+  }
+}
+
 /** A file's size in bytes; 0 when there is none. */
 function fileSize(file) {
   try {
@@ -769,6 +879,13 @@ async function main() {
       for (const rate of [...PACED_RATES, null]) await sse(`sse_${rate ?? 'max'}_x${consumers}`, rate, consumers);
     }
   }
+  const kills = [];
+  if (ONLY.has('kill')) {
+    for (const victim of ['A', 'B']) {
+      log(`kill -9 of ${victim} at full rate`);
+      kills.push(await killRun(victim, mkdtempSync(join(tmp, `kill-${victim}-`))));
+    }
+  }
   // Idle: after the loads (the daemons' own timers, watches and checkpoints only), CPU ms per s.
   log(`idle: ${IDLE_MS / 1000} s with no traffic`);
   await sleep(2000); // the last phase's deliveries and checkpoints end first
@@ -846,6 +963,30 @@ async function main() {
     const acked = sum('vigil', 'acked');
     const bytes = ['', '-wal'].reduce((t, ext) => t + fileSize(`${localnet}${ext}`), 0);
     add('network file MB per 100,000 messages', (bytes / acked) * 100_000, undefined, fmt.mb);
+  }
+  for (const k of kills) {
+    const who = k.victim === 'A' ? 'sender' : 'receiver';
+    add(`kill -9 of ${k.victim} (${who}) at full rate: msg/s before it`, k.rate, undefined, fmt.rate);
+    add(
+      `kill -9 of ${k.victim}: sends answered (before the kill)`,
+      k.acked,
+      undefined,
+      () => `${k.acked} (${k.ackedAtKill})`,
+    );
+    add(
+      `kill -9 of ${k.victim}: answered, lost / duplicated`,
+      k.lost + k.duplicates,
+      undefined,
+      () => `${k.lost} / ${k.duplicates}`,
+      '0 / 0',
+      k.lost === 0 && k.duplicates === 0,
+    );
+    add(
+      `kill -9 of ${k.victim}: unanswered sends delivered (cut by the kill)`,
+      k.unansweredDelivered,
+      undefined,
+      fmt.count,
+    );
   }
   add('daemons A+B idle CPU, ms per s (10 s, no traffic)', idleCpuMsPerS, undefined, fmt.us);
   const notes = [];
