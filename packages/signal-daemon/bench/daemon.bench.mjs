@@ -706,11 +706,9 @@ async function killRun(victim, dir) {
     else seen[k] = 1;
   };
   const connectSender = async () => {
-    let inFlight = 0;
     const send = () => {
       if (!sending || seq >= MAX_MESSAGES || sock.destroyed) return;
       seq++;
-      inFlight++;
       sock.write(
         `{"jsonrpc":"2.0","method":"send","params":{"recipient":["${ACCOUNT_B}"],"message":"k:${seq}"},"id":${seq}}\n`,
       );
@@ -718,7 +716,6 @@ async function killRun(victim, dir) {
     sock = await lineClient(a.tcp, (line) => {
       const id = replyId(line);
       if (!(id >= 1 && id <= seq)) return;
-      inFlight--;
       if (line.includes('"result"')) {
         okReply[id] = 1;
         acked++;
