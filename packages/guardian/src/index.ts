@@ -43,6 +43,6 @@ export {
   type Target,
 } from './machine.js';
 export { GUARDIAN_OPTIONS, GUARDIAN_STATUS_OPTIONS } from './options.js';
-export { busyAnswer, classifyError, excerpt, judgeReply, type ProbeResult, Prober, type ProbeTarget } from './probe.js';
+export { classifyError, excerpt, judgeReply, type ProbeResult, Prober, type ProbeTarget, readHealth } from './probe.js';
 export { freshState, parseState, STATE_VERSION, StateFile, type StateFileData } from './state-file.js';
 export { VERSION } from './version.js';

@@ -69,32 +69,29 @@ export function classifyError(err: unknown): RootCause {
 }
 
 /**
- * The busy check's reading of a /health reply (issue 30): whether the server has work in flight
- * and makes progress on it. Pure.
+ * What a /health reply says (issue 30), read once: the busy check's answer (whether the server has
+ * work in flight and makes progress on it) and whether its model waits for CPUs other processes
+ * hold (only a 200 says so). Pure.
  */
-export function busyAnswer(status: number, body: string): BusyAnswer {
-  let reply: { status?: unknown; progress?: { in_flight?: unknown; stalled?: unknown } } = {};
+export function readHealth(status: number, body: string): { busy: BusyAnswer; waitingForCpu: boolean } {
+  let reply: {
+    status?: unknown;
+    progress?: { in_flight?: unknown; stalled?: unknown; waiting_for_cpu?: unknown };
+  } = {};
   try {
     const parsed = JSON.parse(body) as unknown;
     if (parsed && typeof parsed === 'object') reply = parsed as typeof reply;
   } catch {
     // not JSON: a server that does not report progress
   }
-  if (status === 503) return reply.status === 'stalled' ? 'stalled' : 'not_serving';
   const p = reply.progress;
-  if (status !== 200 || !p || typeof p.in_flight !== 'number') return 'unreported';
-  if (typeof p.stalled === 'number' && p.stalled > 0) return 'stalled';
-  return p.in_flight > 0 ? 'progressing' : 'idle';
-}
-
-/** Whether a /health reply says the model waits for CPUs other processes hold. Pure. */
-export function reportsCpuWait(body: string): boolean {
-  try {
-    const reply = JSON.parse(body) as { progress?: { waiting_for_cpu?: unknown } } | null;
-    return reply?.progress?.waiting_for_cpu === true;
-  } catch {
-    return false;
-  }
+  const waitingForCpu = status === 200 && p?.waiting_for_cpu === true;
+  let busy: BusyAnswer;
+  if (status === 503) busy = reply.status === 'stalled' ? 'stalled' : 'not_serving';
+  else if (status !== 200 || !p || typeof p.in_flight !== 'number') busy = 'unreported';
+  else if (typeof p.stalled === 'number' && p.stalled > 0) busy = 'stalled';
+  else busy = p.in_flight > 0 ? 'progressing' : 'idle';
+  return { busy, waitingForCpu };
 }
 
 /** Judges a reply: the root cause of a failure, or null when the probe succeeded. */
@@ -157,7 +154,7 @@ export class Prober {
       if (kind === 'busy') {
         // Its progress, from /health (no key needed); any reply is an answer.
         const res = await client.health({ signal });
-        return finish({ ok: true, busy: busyAnswer(res.status, res.text) });
+        return finish({ ok: true, busy: readHealth(res.status, res.text).busy });
       }
       const res = await this.ask(client, kind, target.model, signal);
       const cause = judgeReply(kind, res.status, res.text);
@@ -183,7 +180,7 @@ export class Prober {
     if (signal?.aborted) return false;
     try {
       const res = await this.clientOf(target, this.settings.busyCheckMs ?? 3000).health({ signal });
-      return res.status === 200 && reportsCpuWait(res.text);
+      return readHealth(res.status, res.text).waitingForCpu;
     } catch {
       return false; // no answer: not a server that waits, one that does not reply
     }

@@ -3,7 +3,7 @@
  * classified, what the request looks like, and that the budget bounds every probe.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { busyAnswer, Prober, reportsCpuWait } from '../src/probe.js';
+import { Prober, readHealth } from '../src/probe.js';
 import { type FaultServer, freePort, startFault, tmpDir } from './helpers.js';
 
 const tmp = tmpDir();
@@ -111,7 +111,7 @@ describe('the busy check: what /health says about progress (issue 30)', () => {
     ['no /health at all (404)', 404, 'not found', 'unreported'],
     ['a 200 that is not JSON', 200, 'OK', 'unreported'],
   ])('%s → %s', (_what, status, body, expected) => {
-    expect(busyAnswer(status as number, body as string)).toBe(expected);
+    expect(readHealth(status as number, body as string).busy).toBe(expected);
   });
 
   it.each([
@@ -122,7 +122,13 @@ describe('the busy check: what /health says about progress (issue 30)', () => {
     ['not JSON', 'OK', false],
     ['JSON null', 'null', false],
   ])('/health %s → waiting for CPU: %s', (_what, body, expected) => {
-    expect(reportsCpuWait(body)).toBe(expected);
+    expect(readHealth(200, body).waitingForCpu).toBe(expected);
+  });
+
+  it('only a 200 says the model waits for CPU', () => {
+    const body = JSON.stringify({ status: 'stalled', progress: { in_flight: 1, waiting_for_cpu: true } });
+    expect(readHealth(503, body)).toEqual({ busy: 'stalled', waitingForCpu: false });
+    expect(readHealth(200, body).waitingForCpu).toBe(true);
   });
 
   it('a completion that times out while /health says the model waits for CPU: waitingCpu; a plain hang: not', async () => {
