@@ -9,7 +9,7 @@
  * slot's prompt evaluation is within its own bound.
  *
  * Time the model's threads spent waiting for a CPU that the host's other work held (they run at
- * SCHED_IDLE: worker-priority.ts) is not a stall: `excuse` starts each slot's bound again from
+ * SCHED_IDLE: worker-priority.ts) is not a stall: `cpuWait` starts each slot's bound again from
  * then, while `since_progress_s` still tells when a slot last moved.
  *
  * Fed by the engine (begin, token, end); read by /health, /metrics and the watchdog. Pure
@@ -27,7 +27,7 @@ interface SlotWork {
   readonly startedAt: number;
   readonly promptTokens: number;
   lastAt: number;
-  /** The last time the host, not the model, was the reason for no progress (excuse). */
+  /** The last time the host, not the model, was the reason for no progress (cpuWait). */
   excusedAt: number;
   tokens: number;
 }
@@ -43,7 +43,7 @@ export interface ProgressReport {
   readonly stalled: number;
   /** Why the server is stalled, or null. */
   readonly reason: string | null;
-  /** The model's threads wait for a CPU that other processes hold (SCHED_IDLE; see excuse). */
+  /** The model's threads wait for a CPU that other processes hold (SCHED_IDLE; see cpuWait). */
   readonly waiting_for_cpu: boolean;
 }
 
@@ -51,8 +51,8 @@ const round1 = (s: number): number => Math.round(s * 10) / 10;
 
 export class ProgressTracker {
   private readonly slots = new Map<number, SlotWork>();
-  /** Set while an episode of waiting for the CPU lasts (the server's CpuWaitWatch). */
-  waitingForCpu = false;
+  /** Whether an episode of waiting for the CPU lasts (the server's CpuWaitWatch; see cpuWait). */
+  private waitingForCpu = false;
 
   constructor(readonly options: ProgressOptions) {}
 
@@ -69,9 +69,14 @@ export class ProgressTracker {
     w.tokens += 1;
   }
 
-  /** The model's threads waited for the CPU until `now`: no slot's bound counts the time before. */
-  excuse(now = Date.now()): void {
-    for (const w of this.slots.values()) w.excusedAt = Math.max(w.excusedAt, now);
+  /**
+   * A sample of the model's threads' wait for the CPU (the server's CpuWaitWatch, every second):
+   * `waited`, they waited for a CPU until `now`, so no slot's bound counts the time before;
+   * `episode`, an episode of waiting lasts (what the report says).
+   */
+  cpuWait(sample: { waited: boolean; episode: boolean }, now = Date.now()): void {
+    if (sample.waited) for (const w of this.slots.values()) w.excusedAt = Math.max(w.excusedAt, now);
+    this.waitingForCpu = sample.episode;
   }
 
   /** The completion on `slot` ended (whatever the outcome). */

@@ -63,8 +63,7 @@ function watchStalls(progress: ProgressTracker, logger: Logger, idleThreads: () 
   const t = setInterval(() => {
     // SCHED_IDLE threads waiting for a CPU the host's other work holds: not a stall (worker-priority.ts).
     const w = idleThreads() ? cpuWait.sample(idleThreadsCpu()) : null;
-    if (w?.waiting) progress.excuse();
-    progress.waitingForCpu = cpuWait.since !== null;
+    progress.cpuWait({ waited: w?.waiting === true, episode: cpuWait.since !== null });
     if (w?.began) logger.warn('generation waiting for CPU', { policy: 'idle', hint: HOST_BUSY });
     if (w?.endedAfterMs != null)
       logger.info('generation has CPU again', { waited_s: Math.round(w.endedAfterMs / 1000) });

@@ -13,7 +13,7 @@
  *
  * The cost of idle: while other processes keep every core busy, the model waits for them. That is
  * not a hang; the server sees it in the run-queue wait of its idle threads (/proc schedstat) and
- * does not count that time towards a stall (CpuWaitWatch; progress.ts `excuse`).
+ * does not count that time towards a stall (CpuWaitWatch; progress.ts `cpuWait`).
  */
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';

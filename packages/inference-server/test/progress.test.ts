@@ -72,7 +72,8 @@ describe('ProgressTracker', () => {
     tr.begin(0, 20, 0);
     tr.progress(0, 1_000);
     // The host's other work held the CPU from 5 s to 9 s: the bound counts from 9 s.
-    for (let at = 5_000; at <= 9_000; at += 1_000) tr.excuse(at);
+    for (let at = 5_000; at <= 9_000; at += 1_000) tr.cpuWait({ waited: true, episode: true }, at);
+    expect(tr.report(9_500).waiting_for_cpu).toBe(true);
     expect(tr.report(18_000)).toMatchObject({ stalled: 0, reason: null, since_progress_s: 17 });
     const r = tr.report(19_001);
     expect(r.stalled).toBe(1);
@@ -80,7 +81,11 @@ describe('ProgressTracker', () => {
     expect(r.reason).toMatch(/^slot 0 has made no progress for 18 s /);
     // A slot that begins after an excuse is not moved back by it.
     tr.begin(1, 20, 30_000);
-    tr.excuse(20_000);
+    tr.cpuWait({ waited: true, episode: true }, 20_000);
+    // A calm second within the episode excuses nothing; the episode's end clears the report's flag.
+    tr.cpuWait({ waited: false, episode: true }, 40_000);
+    expect(tr.report(40_300)).toMatchObject({ stalled: 2, waiting_for_cpu: true });
+    tr.cpuWait({ waited: false, episode: false }, 40_300);
     expect(tr.report(40_300).stalled).toBe(2);
   });
 
