@@ -78,12 +78,6 @@ function walFileBytes(db) {
 const job = isMainThread ? undefined : workerData?.localnetCheckpointer;
 if (job && parentPort) {
   const port = parentPort;
-  if (process.env.CKPT_NICE) {
-    const { readlinkSync } = await import('node:fs');
-    const { setPriority } = await import('node:os');
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    setPriority(tid, Number(process.env.CKPT_NICE));
-  }
   const { default: Database } = await import('better-sqlite3');
   const db = new Database(job.file);
   db.pragma('busy_timeout = 0');
