@@ -56,7 +56,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   private readonly transaction: Database.Transaction<(fn: () => void) => void>;
   /** The pass of the retention under way, if any (one at a time). */
   private pruning: Promise<number> | null = null;
-  /** The count bound's cut when the last pass ended: the next starts once the head is a batch past it. */
+  /** The count bound's cut when the last pass started: the next starts once the head is a batch past it. */
   private prunedThrough = 0;
 
   constructor(
@@ -316,6 +316,9 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   prune(now = Date.now()): Promise<number> {
     this.pruning ??= (async () => {
       let dropped = 0;
+      // Noted at the start: a pass that fails (the file's lock held past the busy timeout) is tried
+      // again by arrivals only once the head is another batch past the bound, not at every one.
+      this.prunedThrough = this.headSeq - this.retention.messages;
       try {
         for (;;) {
           let n = 0;
@@ -326,7 +329,6 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
           if (n < INBOX_PRUNE_BATCH) break;
           await new Promise((resolve) => setImmediate(resolve));
         }
-        this.prunedThrough = this.headSeq - this.retention.messages;
         this.marks.forget(now - this.hold.hours * 3_600_000);
         return dropped;
       } finally {

@@ -103,6 +103,28 @@ describe('the inbox', () => {
       }
     });
 
+    it('a pass that fails is tried again by arrivals once per batch past the bound, not at every arrival', async () => {
+      const db = new Database(':memory:');
+      try {
+        let tries = 0;
+        const inbox = new Inbox(db, ACCOUNT, { ...retention, messages: 100 }, undefined, async () => {
+          tries++;
+          throw Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
+        });
+        // 5,000 arrivals, 50 at a time, each batch in a turn of its own: 100 chances to start a pass.
+        for (let i = 0; i < 5_000; i += 50) {
+          inbox.append(Array.from({ length: 50 }, (_, k) => envelope(i + k + 1)));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        await expect(inbox.prune()).rejects.toThrow('database is locked');
+        // The head passed the bound by a batch at 1,101, then every 1,000 more: 4 passes, and the last call's.
+        expect(tries).toBe(5);
+        expect(inbox.size).toBe(5_000);
+      } finally {
+        db.close();
+      }
+    });
+
     it('drops events older than the period, and keeps the bytes bound at every append', async () => {
       const db = new Database(':memory:');
       try {
