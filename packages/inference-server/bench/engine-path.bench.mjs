@@ -7,7 +7,7 @@
 // same GGUF and threads. Run `pnpm build` first, then `pnpm bench engine-path`, or:
 //
 //   node packages/inference-server/bench/engine-path.bench.mjs [--threads N] [--words N]
-//        [--tokens N] [--rounds N] [--json]
+//        [--tokens N] [--rounds N] [--type f16|q8_0|f32] [--json]
 //
 // Besides wall time it reports CPU time per token (the process's, every thread counted:
 // process.cpuUsage here, /proc/PID/stat for llama-server). On a shared machine wall time follows
@@ -15,8 +15,9 @@
 // --threads 1 (the default) CPU time is the work itself; with more, it includes the threads'
 // waiting at their barriers. Medians of --rounds (default 3) rounds, the paths interleaved.
 //
-// The small model (f16, ~100 M parameters) is written into a temporary directory, removed at the
-// end. Traffic goes only to 127.0.0.1. Exit 0 when the run completed.
+// The small model (~100 M parameters; weights f16 unless --type says otherwise) is written into
+// a temporary directory, removed at the end. Traffic goes only to 127.0.0.1. Exit 0 when the run
+// completed, 2 on a bad --type.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -34,6 +35,12 @@ const THREADS = flag('--threads', 1);
 const WORDS_N = flag('--words', 400);
 const GEN = flag('--tokens', 64);
 const ROUNDS = flag('--rounds', 3);
+const ti = args.indexOf('--type');
+const TYPE = ti >= 0 && args[ti + 1] ? args[ti + 1] : 'f16';
+if (!['f16', 'q8_0', 'f32'].includes(TYPE)) {
+  process.stderr.write(`bench: --type takes f16, q8_0 or f32, not ${TYPE}\n`);
+  process.exit(2);
+}
 const LLAMA_SERVER = process.env.LLAMA_SERVER ?? '';
 const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
 
@@ -209,7 +216,7 @@ async function anchor(port, text) {
 
 async function main() {
   const modelPath = join(tmp, 'small.gguf');
-  await makeModel({ out: modelPath, preset: 'small', type: 'f16' });
+  await makeModel({ out: modelPath, preset: 'small', type: TYPE });
   const loadStart = loadavg();
   const llama = await getLlama({
     gpu: false,
@@ -244,7 +251,7 @@ async function main() {
   }
   lines.push(
     '',
-    `${llama.buildType} node-llama-cpp binary; threads ${THREADS}; prompt ~${WORDS_N} words, ${GEN} tokens generated; ` +
+    `${llama.buildType} node-llama-cpp binary; small model (${TYPE}); threads ${THREADS}; prompt ~${WORDS_N} words, ${GEN} tokens generated; ` +
       `load average ${loadStart.map((x) => x.toFixed(1)).join(' ')} at the start, ${loadavg()
         .map((x) => x.toFixed(1))
         .join(' ')} at the end, on ${cpus().length} CPUs`,

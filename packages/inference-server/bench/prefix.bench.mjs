@@ -3,26 +3,29 @@
 // Run `pnpm build` first, then `pnpm bench prefix` (or `pnpm bench inference`, which runs every
 // benchmark of this package), or:
 //
-//   node packages/inference-server/bench/prefix.bench.mjs [--turns N] [--threads N] [--quick] [--json]
+//   node packages/inference-server/bench/prefix.bench.mjs [--turns N] [--threads N] [--batch-threads N]
+//        [--type f16|q8_0|f32] [--quick] [--json]
 //
-// It writes the `small` model (~100 M parameters, f16) into a temporary directory and starts the
-// server on it as a child process (--parallel 2). For 2 and then 4 conversations it plays TURNS
-// turns round-robin (each turn adds a user message of ~170 tokens and the model's answer of 16
-// tokens, temperature 0), and measures the time to first token (TTFT, streaming) of the last two
-// turns of every conversation ("warm"), then the same final prompts with a different first
-// message ("cold": nothing of them is cached anywhere). The ratio cold / warm is what prefix reuse
-// gains; goals >= 5x with 2 conversations, >= 3x with 4 (more conversations than slots: the
-// saved-state cache). The 4-conversation run is repeated with --state-cache-mib 0 to show what
-// the cache adds. Generation tokens/s (one completion, 128 tokens, the median of 3) is measured on
-// each server. It prints one table (vigil, llama-server, their ratio, each goal) and the load
-// average at the start and the end of the run: figures from a loaded machine are not final.
+// It writes the `small` model (~100 M parameters; weights f16 unless --type says otherwise) into a
+// temporary directory and starts the server on it as a child process (--parallel 2). For 2 and then
+// 4 conversations it plays TURNS turns round-robin (each turn adds a user message of ~170 tokens
+// and the model's answer of 16 tokens, temperature 0), and measures the time to first token (TTFT,
+// streaming) of the last two turns of every conversation ("warm"), then the same final prompts with
+// a different first message ("cold": nothing of them is cached anywhere). The ratio cold / warm is
+// what prefix reuse gains; goals >= 5x with 2 conversations, >= 3x with 4 (more conversations than
+// slots: the saved-state cache). The 4-conversation run is repeated with --state-cache-mib 0 to
+// show what the cache adds. Generation tokens/s (one completion, 128 tokens, the median of 3) is
+// measured on each server. It prints one table (vigil, llama-server, their ratio, each goal) and
+// the load average at the start and the end of the run: figures from a loaded machine are not
+// final.
 //
 // The anchor: llama-server built from the llama.cpp source node-llama-cpp ships, whose path is
 // given in LLAMA_SERVER (nothing is built here; when absent the run says so). It gets the same
 // GGUF, threads (-t and -tb) and slots (--parallel 2, -c 2 x context) and the same conversations.
 //
 // Traffic goes only to 127.0.0.1; children and the temporary directory are removed at the end,
-// also on error; a watchdog bounds the run. Exit 0 when the run completed, 1 when it could not.
+// also on error; a watchdog bounds the run. Exit 0 when the run completed, 1 when it could not, 2 on
+// a bad flag.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -34,7 +37,7 @@ import { guardRun } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
-const { makeModel, defaultThreads } = await import('../dist/index.js');
+const { makeModel, defaultThreads, physicalCores } = await import('../dist/index.js');
 
 const args = process.argv.slice(2);
 const flag = (name, def) => {
@@ -45,6 +48,16 @@ const QUICK = args.includes('--quick');
 const JSON_OUT = args.includes('--json');
 const TURNS = Number(flag('--turns', QUICK ? '4' : '6'));
 const THREADS = Number(flag('--threads', String(defaultThreads())));
+// Threads for a batch (a prompt): the server's own default unless --threads or --batch-threads
+// says otherwise; llama-server's -tb gets the same.
+const BATCH_THREADS = Number(
+  flag('--batch-threads', args.includes('--threads') ? String(THREADS) : String(Math.max(THREADS, physicalCores()))),
+);
+const TYPE = flag('--type', 'f16');
+if (!['f16', 'q8_0', 'f32'].includes(TYPE)) {
+  process.stderr.write(`bench: --type takes f16, q8_0 or f32, not ${TYPE}\n`);
+  process.exit(2);
+}
 const CONTEXT = 4096;
 const ANSWER_TOKENS = 16;
 const GEN_TOKENS = QUICK ? 48 : 128;
@@ -215,10 +228,17 @@ async function startServer(kind, model, extra = []) {
   const argv =
     kind === 'vigil'
       ? [CLI, 'serve', '--model', model, '--model-id', 'bench', '--http', `127.0.0.1:${port}`, '--parallel', '2']
-          .concat(['--threads', String(THREADS), '--batch-threads', String(THREADS), '--context-size', String(CONTEXT)])
+          .concat([
+            '--threads',
+            String(THREADS),
+            '--batch-threads',
+            String(BATCH_THREADS),
+            '--context-size',
+            String(CONTEXT),
+          ])
           .concat(extra)
       : ['-m', model, '--host', '127.0.0.1', '--port', String(port), '--parallel', '2', '-c', String(2 * CONTEXT)]
-          .concat(['-t', String(THREADS), '-tb', String(THREADS), '--alias', 'bench', '--log-disable'])
+          .concat(['-t', String(THREADS), '-tb', String(BATCH_THREADS), '--alias', 'bench', '--log-disable'])
           .concat(extra);
   // The server's output goes to a file of the run, shown when the run fails.
   const logFile = join(tmp, `${kind}-${port}.log`);
@@ -306,8 +326,10 @@ function table(rows, anchor) {
 async function main() {
   tmp = mkdtempSync(join(tmpdir(), 'vigil-prefix-bench-'));
   const model = join(tmp, 'small.gguf');
-  await makeModel({ out: model, preset: 'small', type: 'f16' });
-  log(`small model written; ${TURNS} turns, threads ${THREADS}, --parallel 2`);
+  await makeModel({ out: model, preset: 'small', type: TYPE });
+  log(
+    `small model (${TYPE}) written; ${TURNS} turns, threads ${THREADS}, batch threads ${BATCH_THREADS}, --parallel 2`,
+  );
   const anchor = LLAMA_SERVER !== '' && existsSync(LLAMA_SERVER);
   if (!anchor) log('LLAMA_SERVER is not set (or not a file): no llama-server anchor in this run');
   const loadStart = loadavg();
@@ -325,10 +347,17 @@ async function main() {
   const loadEnd = loadavg();
   console.log(
     table(rows, anchor) +
-      `\n\n${TURNS} turns, --threads ${THREADS} (llama-server -t/-tb ${THREADS}), --parallel 2, small model (f16); ` +
+      `\n\n${TURNS} turns, --threads ${THREADS} --batch-threads ${BATCH_THREADS} (llama-server -t ${THREADS} -tb ${BATCH_THREADS}), --parallel 2, small model (${TYPE}); ` +
       `load average ${loadStart.map((x) => x.toFixed(1)).join(' ')} at the start, ${loadEnd.map((x) => x.toFixed(1)).join(' ')} at the end, on ${cpus().length} CPUs`,
   );
-  if (JSON_OUT) console.log(JSON.stringify({ turns: TURNS, threads: THREADS, loadStart, loadEnd, rows }, null, 2));
+  if (JSON_OUT)
+    console.log(
+      JSON.stringify(
+        { turns: TURNS, threads: THREADS, batchThreads: BATCH_THREADS, type: TYPE, loadStart, loadEnd, rows },
+        null,
+        2,
+      ),
+    );
 }
 
 main().then(
