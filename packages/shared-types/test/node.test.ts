@@ -14,7 +14,9 @@ import {
   ListenError,
   LockBusyError,
   listen,
+  listProcesses,
   pidAlive,
+  procPids,
   readConfigFile,
   removeFile,
   runCommand,
@@ -109,6 +111,19 @@ describe('processes', () => {
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(pidAlive(ignoring.pid!)).toBe(false);
     expect(pidAlive(stopped.pid!)).toBe(false);
+  });
+
+  it('procPids: the pids of a /proc listing in number order (Node lists names as strings: 10001 before 9967)', () => {
+    expect(procPids(['1', '10001', '13', '9967', 'self', 'sys', '100'])).toEqual([1, 13, 100, 9967, 10001]);
+    expect(procPids(['net', 'thread-self'])).toEqual([]);
+  });
+
+  it('listProcesses: every process with its command line, by pid, this one among them', async () => {
+    const all = await listProcesses();
+    const me = all.find((p) => p.pid === process.pid);
+    expect(me?.command).toContain(process.argv[1]!.split('/').pop()!);
+    const pids = all.map((p) => p.pid);
+    expect(pids).toEqual([...pids].sort((a, b) => a - b));
   });
 
   it('runsProgram: the executable, or a script node runs, by name, name.js or full path', () => {

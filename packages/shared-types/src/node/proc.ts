@@ -36,15 +36,26 @@ export interface ProcessInfo {
   readonly command: string;
 }
 
-/** Every process with its command line: /proc on Linux, `ps` elsewhere (macOS). */
+/**
+ * The pids among a directory listing of /proc, in number order. Node lists a directory's names
+ * sorted as strings, which puts pid 10001 before 9967; in number order, what names several
+ * processes names them in the order they were started (pids wrapping around aside).
+ */
+export function procPids(names: readonly string[]): number[] {
+  return names
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .sort((a, b) => a - b);
+}
+
+/** Every process with its command line, by pid: /proc on Linux, `ps` elsewhere (macOS). */
 export async function listProcesses(): Promise<ProcessInfo[]> {
   if (process.platform === 'linux') {
     const out: ProcessInfo[] = [];
-    for (const name of readdirSync('/proc')) {
-      if (!/^\d+$/.test(name)) continue;
+    for (const pid of procPids(readdirSync('/proc'))) {
       try {
-        const argv = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0').filter(Boolean);
-        if (argv.length > 0) out.push({ pid: Number(name), argv, command: argv.join(' ') });
+        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+        if (argv.length > 0) out.push({ pid, argv, command: argv.join(' ') });
       } catch {
         // gone meanwhile
       }
@@ -133,19 +144,18 @@ function procNetInodes(port: number, state: '0A' | '01', side: 'local' | 'remote
 function pidsOwning(inodes: Set<string>): number[] {
   if (inodes.size === 0) return [];
   const pids: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
+  for (const pid of procPids(readdirSync('/proc'))) {
     let fds: string[];
     try {
-      fds = readdirSync(`/proc/${name}/fd`);
+      fds = readdirSync(`/proc/${pid}/fd`);
     } catch {
       continue;
     }
     for (const fd of fds) {
       try {
-        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${name}/fd/${fd}`));
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
         if (m && inodes.has(m[1]!)) {
-          pids.push(Number(name));
+          pids.push(pid);
           break;
         }
       } catch {
