@@ -13,8 +13,10 @@
 // streaming) of the last two turns of every conversation ("warm"), then the same final prompts with
 // a different first message ("cold": nothing of them is cached anywhere). The ratio cold / warm is
 // what prefix reuse gains; goals >= 5x with 2 conversations, >= 3x with 4 (more conversations than
-// slots: the saved-state cache). The 4-conversation run is repeated with --state-cache-mib 0 to
-// show what the cache adds. Generation tokens/s (one completion of 128 tokens) is measured with
+// slots: the saved-state cache). With the anchor, both servers are up side by side and take turns:
+// every request goes to each, the first of the two alternating (each has its own copy of the
+// conversations), so that drift of the machine during the run moves both alike. The
+// 4-conversation run is repeated with --state-cache-mib 0 (vigil alone) to show what the cache adds. Generation tokens/s (one completion of 128 tokens) is measured with
 // both servers up side by side, in blocks of 3 completions on each, alternating (3 blocks each, 2
 // with --quick). It prints one table (vigil, llama-server, their ratio, each goal) and the load
 // average at the start and the end of the run: figures from a loaded machine are not final.
@@ -162,37 +164,59 @@ const body = (messages, maxTokens = ANSWER_TOKENS) => ({
   temperature: 0,
 });
 
-/** Plays `convs` conversations round-robin; TTFT of the last two turns of each, and their prompts. */
-async function conversations(port, convs, firstMessage) {
-  const history = Array.from({ length: convs }, (_, c) => [{ role: 'system', content: firstMessage(c) }]);
-  const warm = [];
-  const finals = [];
-  const cached = [];
-  let promptTokens = 0;
+/**
+ * Which of the servers goes first at step `k`: the order flips at every step, so that neither
+ * always runs right after the other (the first request after the other server ran is slower).
+ */
+const turnOrder = (n, k) => (k % 2 === 0 ? [...Array(n).keys()] : [...Array(n).keys()].reverse());
+
+/**
+ * Plays `convs` conversations round-robin on every server of `ports` at once: each turn goes to
+ * each server in turn (each server has its own copy of the conversations, with its own answers),
+ * so that a machine that speeds up or slows down during the run moves all of them alike. Per
+ * server: the TTFT of the last two turns of each conversation, and their prompts.
+ */
+async function conversations(ports, convs, firstMessage) {
+  const runs = ports.map(() => ({
+    history: Array.from({ length: convs }, (_, c) => [{ role: 'system', content: firstMessage(c) }]),
+    warm: [],
+    finals: [],
+    cached: [],
+    promptTokens: 0,
+  }));
   for (let t = 0; t < TURNS; t++) {
     for (let c = 0; c < convs; c++) {
-      history[c].push({ role: 'user', content: userTurn(c, t) });
-      const r = await stream(port, body(history[c]));
-      if (t >= TURNS - 2) {
-        warm.push(r.ttft);
-        finals.push(history[c].slice());
-        if (r.usage?.prompt_tokens_details)
-          cached.push(r.usage.prompt_tokens_details.cached_tokens / r.usage.prompt_tokens);
+      for (const i of turnOrder(ports.length, t * convs + c)) {
+        const run = runs[i];
+        const history = run.history[c];
+        history.push({ role: 'user', content: userTurn(c, t) });
+        const r = await stream(ports[i], body(history));
+        if (t >= TURNS - 2) {
+          run.warm.push(r.ttft);
+          run.finals.push(history.slice());
+          if (r.usage?.prompt_tokens_details)
+            run.cached.push(r.usage.prompt_tokens_details.cached_tokens / r.usage.prompt_tokens);
+        }
+        if (r.usage) run.promptTokens = Math.max(run.promptTokens, r.usage.prompt_tokens);
+        history.push({ role: 'assistant', content: r.text });
       }
-      if (r.usage) promptTokens = Math.max(promptTokens, r.usage.prompt_tokens);
-      history[c].push({ role: 'assistant', content: r.text });
     }
   }
-  return { warm, finals, cached, promptTokens };
+  return runs;
 }
 
-/** The same final prompts with a different first message: nothing of them is cached. */
-async function coldRuns(port, finals) {
-  const out = [];
-  let k = 0;
-  for (const f of finals) {
-    const m = [{ role: 'system', content: `Cold run ${++k}: ${userTurn(900 + k, 0).slice(0, 60)}` }, ...f.slice(1)];
-    out.push((await stream(port, body(m))).ttft);
+/**
+ * The same final prompts with a different first message (nothing of them is cached), each on its
+ * own server, the servers taking turns as above. Per server, the TTFTs.
+ */
+async function coldRuns(ports, finals) {
+  const out = ports.map(() => []);
+  for (let k = 0; k < finals[0].length; k++) {
+    for (const i of turnOrder(ports.length, k)) {
+      const f = finals[i][k];
+      const m = [{ role: 'system', content: `Cold run ${k + 1}: ${userTurn(901 + k, 0).slice(0, 60)}` }, ...f.slice(1)];
+      out[i].push((await stream(ports[i], body(m))).ttft);
+    }
   }
   return out;
 }
@@ -282,26 +306,37 @@ async function startServer(kind, model, extra = []) {
   return { port, child };
 }
 
-async function scenario(kind, model, convs, extra = []) {
-  const s = await startServer(kind, model, extra);
+/**
+ * One scenario on `kinds` (vigil, and llama-server when the anchor runs), all up side by side and
+ * taking turns (`extra`: vigil's extra flags). One row per server.
+ */
+async function scenario(kinds, model, convs, extra = []) {
+  const servers = [];
   try {
+    for (const kind of kinds) servers.push(await startServer(kind, model, kind === 'vigil' ? extra : []));
     const first = (c) => `You are agent ${c + 1}. ${userTurn(500 + c, 0).slice(0, 80)}`;
-    const run = await conversations(s.port, convs, first);
-    const cold = await coldRuns(s.port, run.finals);
-    const w = median(run.warm);
-    const k = median(cold);
-    return {
-      kind,
-      convs,
-      extra: extra.join(' '),
-      warmMs: w,
-      coldMs: k,
-      ratio: k / w,
-      promptTokens: run.promptTokens,
-      cachedShare: run.cached.length > 0 ? median(run.cached) : null,
-    };
+    const ports = servers.map((s) => s.port);
+    const runs = await conversations(ports, convs, first);
+    const cold = await coldRuns(
+      ports,
+      runs.map((r) => r.finals),
+    );
+    return runs.map((run, i) => {
+      const w = median(run.warm);
+      const k = median(cold[i]);
+      return {
+        kind: kinds[i],
+        convs,
+        extra: kinds[i] === 'vigil' ? extra.join(' ') : '',
+        warmMs: w,
+        coldMs: k,
+        ratio: k / w,
+        promptTokens: run.promptTokens,
+        cachedShare: run.cached.length > 0 ? median(run.cached) : null,
+      };
+    });
   } finally {
-    s.child.kill('SIGKILL');
+    for (const s of servers) s.child.kill('SIGKILL');
   }
 }
 
@@ -367,15 +402,15 @@ async function main() {
   if (!anchor) log('LLAMA_SERVER is not set (or not a file): no llama-server anchor in this run');
   const loadStart = loadavg();
   const rows = [];
+  const both = anchor ? ['vigil', 'llama-server'] : ['vigil'];
   const plan = [
-    ['vigil', 2, []],
-    ['vigil', 4, []],
-    ['vigil', 4, ['--state-cache-mib', '0']],
+    [both, 2, []],
+    [both, 4, []],
+    [['vigil'], 4, ['--state-cache-mib', '0']],
   ];
-  if (anchor) plan.push(['llama-server', 2, []], ['llama-server', 4, []]);
-  for (const [kind, convs, extra] of plan) {
-    log(`${kind}, ${convs} conversations ${extra.join(' ')}`);
-    rows.push(await scenario(kind, model, convs, extra));
+  for (const [kinds, convs, extra] of plan) {
+    log(`${kinds.join(' and ')}, ${convs} conversations ${extra.join(' ')}`);
+    rows.push(...(await scenario(kinds, model, convs, extra)));
   }
   log(`generation, ${anchor ? 'vigil and llama-server in alternating blocks' : 'vigil'}`);
   const gen = await generationBlocks(model, anchor);
