@@ -16,10 +16,11 @@
 // slots: the saved-state cache). With the anchor, both servers are up side by side and take turns:
 // every request goes to each, the first of the two alternating (each has its own copy of the
 // conversations), so that drift of the machine during the run moves both alike. The
-// 4-conversation run is repeated with --state-cache-mib 0 (vigil alone) to show what the cache adds. Generation tokens/s (one completion of 128 tokens) is measured with
-// both servers up side by side, in blocks of 3 completions on each, alternating (3 blocks each, 2
-// with --quick). It prints one table (vigil, llama-server, their ratio, each goal) and the load
-// average at the start and the end of the run: figures from a loaded machine are not final.
+// 4-conversation run is repeated with --state-cache-mib 0 (vigil alone) to show what the cache
+// adds. Generation tokens/s (one completion of 128 tokens) is measured with both servers up side
+// by side, in blocks of 3 completions on each, alternating (3 blocks each, 2 with --quick). It
+// prints one table (vigil, llama-server, their ratio, each goal) and the load average at the start
+// and the end of the run: figures from a loaded machine are not final.
 //
 // The anchor: llama-server built from the llama.cpp source node-llama-cpp ships, whose path is
 // given in LLAMA_SERVER (nothing is built here; when absent the run says so). It gets the same
@@ -165,8 +166,8 @@ const body = (messages, maxTokens = ANSWER_TOKENS) => ({
 });
 
 /**
- * Which of the servers goes first at step `k`: the order flips at every step, so that neither
- * always runs right after the other (the first request after the other server ran is slower).
+ * The order of the servers at step `k`: it flips at every step, so that neither always runs right
+ * after the other (the first request after the other server ran is slower).
  */
 const turnOrder = (n, k) => (k % 2 === 0 ? [...Array(n).keys()] : [...Array(n).keys()].reverse());
 
@@ -186,7 +187,8 @@ async function conversations(ports, convs, firstMessage) {
   }));
   for (let t = 0; t < TURNS; t++) {
     for (let c = 0; c < convs; c++) {
-      for (const i of turnOrder(ports.length, t * convs + c)) {
+      // convs + 1 steps a turn: each conversation, too, has the other server first at its next turn.
+      for (const i of turnOrder(ports.length, t * (convs + 1) + c)) {
         const run = runs[i];
         const history = run.history[c];
         history.push({ role: 'user', content: userTurn(c, t) });
@@ -239,17 +241,21 @@ async function generationTps(port) {
 async function generationBlocks(model, anchor) {
   const v = await startServer('vigil', model);
   const l = anchor ? await startServer('llama-server', model) : null;
-  const block = async (port, into) => {
-    await generationTps(port);
-    for (let k = 0; k < GEN_BLOCK; k++) into.push(await generationTps(port));
-  };
+  const vigil = [];
+  const llama = [];
+  const servers = l
+    ? [
+        [v, vigil],
+        [l, llama],
+      ]
+    : [[v, vigil]];
   try {
-    const vigil = [];
-    const llama = [];
     for (let i = 0; i < GEN_BLOCKS; i++) {
-      if (l && i % 2 === 1) await block(l.port, llama);
-      await block(v.port, vigil);
-      if (l && i % 2 === 0) await block(l.port, llama);
+      for (const j of turnOrder(servers.length, i)) {
+        const [s, into] = servers[j];
+        await generationTps(s.port);
+        for (let k = 0; k < GEN_BLOCK; k++) into.push(await generationTps(s.port));
+      }
     }
     return {
       vigil: median(vigil),
