@@ -64,9 +64,7 @@ export class ConsumerMarks {
     private floor: number,
     private readonly setFloor: (seq: number) => void,
   ) {
-    db.exec(`CREATE TABLE IF NOT EXISTS inbox_consumer (
-      account TEXT NOT NULL, name TEXT NOT NULL, mark INTEGER NOT NULL, seen_at INTEGER NOT NULL,
-      PRIMARY KEY (account, name)) WITHOUT ROWID`);
+    // Its table is the inbox's (inbox-schema.ts).
     this.floorWritten = floor;
     this.stmts = {
       upsert: db.prepare(

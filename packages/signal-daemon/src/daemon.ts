@@ -11,6 +11,7 @@ import { ConfigError, StoreError } from './errors.js';
 import { preparePrivateDir } from './files.js';
 import { Inbox } from './inbox.js';
 import { LocalBackend } from './localnet/backend.js';
+import { adoptInbox } from './localnet/inbox-move.js';
 import { DaemonMetrics, metricsServer } from './metrics.js';
 import { Poller } from './poll.js';
 import { Dispatcher, type Invoke } from './rpc.js';
@@ -41,16 +42,12 @@ export interface DaemonHandle {
 }
 
 /**
- * The backend and the inbox. The local network keeps the inbox in its own file (a message moves
- * from mailbox to inbox in one transaction); signal-cli's inbox is a file of the data directory.
- * A failure is said in an operator's words: a lock held too long or a failing disk is a fault to
- * retry (exit 1), anything else bad configuration (exit 78).
+ * The inbox: `inbox.sqlite` in the data directory, for either backend (an inbox that an older
+ * version kept in the local network's file is moved here first). A failure is said in an
+ * operator's words: a lock held too long or a failing disk is a fault to retry (exit 1), anything
+ * else bad configuration (exit 78).
  */
-function openBackend(
-  config: DaemonConfig,
-  logger: Logger,
-  attachmentPolicy: AttachmentPolicy,
-): { backend: Backend; inbox: Inbox } {
+function openInbox(config: DaemonConfig, logger: Logger): Inbox {
   const retention = { hours: config.retentionHours, messages: config.retentionMessages, bytes: config.retentionBytes };
   const hold = {
     enabled: config.hold,
@@ -58,34 +55,25 @@ function openBackend(
     messages: config.holdMessages,
     bytes: config.holdBytes,
   };
-  let inbox: Inbox | undefined;
+  const where = `the inbox in ${config.dataDir}`;
+  const db = opening(where, () => openDatabase(join(config.dataDir, 'inbox.sqlite'), config.synchronous));
   try {
     if (config.backend === 'local') {
-      preparePrivateDir(dirname(config.localnet), dataHome());
-      const backend = new LocalBackend({
-        account: config.account,
-        profileName: config.profileName,
-        localnet: config.localnet,
-        synchronous: config.synchronous,
-        dataDir: config.dataDir,
-        linkTimeoutMs: config.linkTimeoutMs,
-        retentionMs: config.localnetRetentionHours * 3_600_000,
-        attachmentPolicy,
-        logger,
-        inbox: (db, write) => {
-          inbox = new Inbox(db, config.account, retention, hold, write);
-          return inbox;
-        },
-      });
-      return { backend, inbox: inbox! };
+      const moved = opening(`the local network ${config.localnet}`, () =>
+        adoptInbox(db, config.localnet, config.account),
+      );
+      if (moved > 0) logger.info('moved the inbox out of the local network file', { messages: moved });
     }
-    inbox = new Inbox(
-      openDatabase(join(config.dataDir, 'inbox.sqlite'), config.synchronous),
-      config.account,
-      retention,
-      hold,
-    );
-    const backend = new SignalCliBackend({
+    return opening(where, () => new Inbox(db, config.account, retention, hold));
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+function openBackend(config: DaemonConfig, inbox: Inbox, logger: Logger, attachmentPolicy: AttachmentPolicy): Backend {
+  if (config.backend === 'signal-cli') {
+    return new SignalCliBackend({
       ...config.signalCli,
       account: config.account,
       linkTimeoutMs: config.linkTimeoutMs,
@@ -93,12 +81,30 @@ function openBackend(
       inbox,
       logger,
     });
-    return { backend, inbox };
+  }
+  return opening(`the local network ${config.localnet}`, () => {
+    preparePrivateDir(dirname(config.localnet), dataHome());
+    return new LocalBackend({
+      account: config.account,
+      profileName: config.profileName,
+      localnet: config.localnet,
+      synchronous: config.synchronous,
+      dataDir: config.dataDir,
+      linkTimeoutMs: config.linkTimeoutMs,
+      retentionMs: config.localnetRetentionHours * 3_600_000,
+      attachmentPolicy,
+      logger,
+      inbox,
+    });
+  });
+}
+
+/** Runs `open`; a failure is a StoreError (a lock held too long, a failing disk) or a ConfigError. */
+function opening<T>(what: string, open: () => T): T {
+  try {
+    return open();
   } catch (err) {
-    const where =
-      config.backend === 'local' ? `the local network ${config.localnet}` : `the inbox in ${config.dataDir}`;
-    const message = `cannot open ${where}: ${(err as Error).message}`;
-    // A lock held too long or a failing disk is a fault to retry (exit 1), not bad configuration.
+    const message = `cannot open ${what}: ${(err as Error).message}`;
     if (isBusy(err) || isIoFault(err)) throw new StoreError(message);
     throw new ConfigError(message);
   }
@@ -224,10 +230,16 @@ export async function start(
   const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, onState: options.onState });
   // The backend's close bounds itself: signal-cli gets SIGTERM, SIGKILL after its stop timeout, and
   // the daemon exits only once it is gone.
-  const { backend, inbox } = await life.open(
+  // Closed in reverse order: the consumers' marks are written, the backend stops, the file closes.
+  const inbox = await life.open(
+    'inbox file',
+    () => openInbox(config, logger),
+    (b) => b.db.close(),
+  );
+  const backend = await life.open(
     'backend',
-    () => openBackend(config, logger, attachmentPolicy),
-    (o) => o.backend.close(),
+    () => openBackend(config, inbox, logger, attachmentPolicy),
+    (b) => b.close(),
     Number.POSITIVE_INFINITY,
   );
   const box = life.own('inbox', inbox, (b) => b.close());

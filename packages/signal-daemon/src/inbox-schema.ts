@@ -57,6 +57,9 @@ export function migrate(db: Database.Database): void {
     CREATE TABLE IF NOT EXISTS inbox_head (
       account TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL,
       delivered INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE IF NOT EXISTS inbox_consumer (
+      account TEXT NOT NULL, name TEXT NOT NULL, mark INTEGER NOT NULL, seen_at INTEGER NOT NULL,
+      PRIMARY KEY (account, name)) WITHOUT ROWID;
   `);
   const has = (table: string, column: string) =>
     (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).some((c) => c.name === column);

@@ -11,6 +11,8 @@ import {
   migrate,
   type Retention,
 } from './inbox-schema.js';
+import { BUSY_TIMEOUT_MS } from './sqlite.js';
+import { LockedWriter } from './writes.js';
 
 export { type ConsumerState, DEFAULT_HOLD, type Hold, type InboxEvent, type Retention };
 
@@ -27,7 +29,11 @@ const RING_BYTES = 16 * 1024 * 1024;
  */
 export const INBOX_PRUNE_BATCH = 1000;
 
-/** Runs a write: at once by default; on a shared file, through the writer that waits for its lock without blocking. */
+/**
+ * Runs a write to the inbox's file. By default through a LockedWriter: while another connection
+ * holds the file's write lock (its checkpointer's restart of the WAL, a tool), the event loop goes
+ * on instead of sleeping in SQLite's busy wait.
+ */
 export type InboxWrite = (fn: () => void) => Promise<void>;
 
 /**
@@ -54,20 +60,25 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
   private readonly accountJson: string;
   /** A transaction running its argument, made once (append's, not one per append). */
   private readonly transaction: Database.Transaction<(fn: () => void) => void>;
+  /** Runs a write (see InboxWrite): `append` within it waits for the write lock without blocking. */
+  readonly write: InboxWrite;
   /** The pass of the retention under way, if any (one at a time). */
   private pruning: Promise<number> | null = null;
   /** The count bound's cut when the last pass started: the next starts once the head is a batch past it. */
   private prunedThrough = 0;
 
   constructor(
-    db: Database.Database,
+    /** Its file (the daemon closes it after the backend). */
+    readonly db: Database.Database,
     readonly account: string,
     private readonly retention: Retention,
     readonly hold: Hold = DEFAULT_HOLD,
-    private readonly write: InboxWrite = async (fn) => fn(),
+    write?: InboxWrite,
   ) {
     super();
     this.setMaxListeners(0);
+    const writer = new LockedWriter(db, BUSY_TIMEOUT_MS);
+    this.write = write ?? ((fn) => writer.write(fn));
     this.accountJson = JSON.stringify(account);
     this.transaction = db.transaction((fn: () => void) => fn());
     migrate(db);
@@ -180,7 +191,7 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
     });
   }
 
-  /** Writes the consumers' marks; the database is not touched again (it closes with the backend). */
+  /** Writes the consumers' marks; the database is not touched again (it closes after the backend). */
   close(): void {
     this.marks.close();
   }
@@ -192,9 +203,9 @@ export class Inbox extends EventEmitter<{ appended: [head: number]; replay: [mis
 
   /**
    * Stores envelopes in one transaction, together with `alsoInTransaction` (the local backend
-   * removes them from the network's mailbox there, so a message is in exactly one of the two at
-   * every instant). Listeners hear of them only after the commit. `envelopeJson[i]`, when given,
-   * is `JSON.stringify(envelopes[i])` made already (the local network's mail is stored as JSON): the
+   * records there how far it has read its mailbox, so a message is stored exactly once).
+   * Listeners hear of them only after the commit. `envelopeJson[i]`, when given, is
+   * `JSON.stringify(envelopes[i])` made already (the local network's mail is stored as JSON): the
    * stored event (ReceiveParams) is built around it instead of serialising the envelope again.
    */
   append(

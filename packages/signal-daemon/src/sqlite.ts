@@ -3,7 +3,8 @@ import { preparePrivateDatabase } from './files.js';
 
 /** How long opening waits for other processes' locks on the file (it happens only at start). */
 export const OPEN_WAIT_MS = 30_000;
-const BUSY_TIMEOUT_MS = 5000;
+/** How long a statement waits for another connection's lock. */
+export const BUSY_TIMEOUT_MS = 5000;
 
 /**
  * How a commit reaches the disk (SQLite's `synchronous`, in WAL mode). Both keep every commit

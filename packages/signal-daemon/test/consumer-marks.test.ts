@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { ConsumerMarks } from '../src/consumers.js';
+import { migrate } from '../src/inbox-schema.js';
 import { openDatabase } from '../src/sqlite.js';
 import { tmpDir } from './helpers.js';
 
@@ -16,6 +17,7 @@ describe('consumer marks', () => {
     const db = openDatabase(file); // its busy timeout is 5 s
     const other = new Database(file);
     try {
+      migrate(db);
       const consumers = new ConsumerMarks(db, '+15550001', 0, () => {});
       const mark = () =>
         db.prepare("SELECT mark FROM inbox_consumer WHERE name = 'tool'").pluck().get() as number | undefined;

@@ -55,7 +55,7 @@ describe('held messages, with real processes', () => {
     const b = await startDaemon(tmp.dir, B);
     let a = await spawnDaemon([...args, '--data-dir', join(tmp.dir, 'a')]);
     const send = (m: string) => rpc(b.http!, 'send', { recipient: A, message: m });
-    const count = stored(localnet);
+    const count = stored(join(tmp.dir, 'a', 'inbox.sqlite'));
     try {
       // A consumer that stays connected receives m1..m3 as they come.
       const first = listen(a.http!);

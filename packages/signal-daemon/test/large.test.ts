@@ -77,7 +77,7 @@ describe('large messages and many streams', () => {
     try {
       await rpc(b.http!, 'send', { recipient: A, message: 'seed' });
       const stored = () => {
-        const db = new Database(localnet, { readonly: true, fileMustExist: true });
+        const db = new Database(join(dir, 'a', 'inbox.sqlite'), { readonly: true, fileMustExist: true });
         try {
           return db.prepare('SELECT COUNT(*) FROM inbox WHERE account = ?').pluck().get(A) as number;
         } finally {
@@ -87,8 +87,8 @@ describe('large messages and many streams', () => {
       await until('the seed is stored', () => stored() === 1);
       a.child.kill('SIGTERM');
       await exited(a.child);
-      // What a guest could have put in the network file before any size limit: written directly.
-      const db = new Database(localnet);
+      // What could have been stored before any size limit: written directly.
+      const db = new Database(join(dir, 'a', 'inbox.sqlite'));
       const seed = db.prepare('SELECT json FROM inbox WHERE account = ? AND seq = 1').pluck().get(A) as string;
       const hasBytes = (db.prepare('PRAGMA table_info(inbox)').all() as { name: string }[]).some(
         (c) => c.name === 'bytes',
@@ -150,7 +150,7 @@ describe('large messages and many streams', () => {
       expect(a.inbox.size).toBeGreaterThanOrEqual(8);
       expect(a.inbox.size).toBeLessThanOrEqual(10);
       // The file agrees: what is stored is the newest, within the bound.
-      const db = new Database(join(dir, 'localnet.sqlite'), { readonly: true });
+      const db = new Database(join(dir, A, 'inbox.sqlite'), { readonly: true });
       const rows = db.prepare('SELECT seq, length(json) AS n FROM inbox WHERE account = ? ORDER BY seq').all(A) as {
         seq: number;
         n: number;

@@ -2,8 +2,10 @@
  * The local network's checkpointer (see src/localnet/checkpoint.ts), as a worker thread: its own
  * connection to the SQLite file, a PASSIVE checkpoint every interval, and a TRUNCATE (waiting at
  * most 10 ms for readers) when the WAL is over the limit and no commit was made since the last
- * interval, or when it is over HARD_LIMIT_FACTOR times the limit whatever the traffic. It ends when
- * told to, or with the process (the thread does not keep it alive).
+ * interval, or when it is over HARD_LIMIT_FACTOR times the limit whatever the traffic; with
+ * `reportSynced`, it posts `{ synced: time }` after each checkpoint that found every commit made
+ * before `time` in the database file, on disk (see checkpointOnce). It ends when told to, or with
+ * the process (the thread does not keep it alive).
  *
  * Plain JavaScript, outside src/, on purpose: a worker thread runs a JavaScript file, and the
  * daemon runs both from dist/ (compiled) and, under jest, from its TypeScript sources, where a
@@ -35,8 +37,12 @@ export const HARD_LIMIT_FACTOR = 8;
  * limit (restarts kept failing: a reader never let go).
  */
 export function checkpointOnce(db, pageSize, walLimitBytes, busyTimeoutMs, last = { log: -1 }) {
+  let synced = false;
   try {
     const [r] = db.pragma('wal_checkpoint(PASSIVE)');
+    // Every frame the WAL held when it began is in the database file, which the checkpoint
+    // fsynced once it had copied them (or an earlier one did, when there was nothing to copy).
+    synced = r !== undefined && r.busy === 0 && r.checkpointed === r.log;
     const quiet = r && r.log === last.log;
     if (r) last.log = r.log;
     const bytes = r ? r.log * pageSize : 0;
@@ -51,6 +57,7 @@ export function checkpointOnce(db, pageSize, walLimitBytes, busyTimeoutMs, last 
   } catch {
     // busy or closing: the next tick tries again
   }
+  return synced;
 }
 
 /** How long a TRUNCATE and a RESTART wait for the write lock and for readers, in ms. */
@@ -83,7 +90,10 @@ if (job && parentPort) {
   db.pragma('busy_timeout = 0');
   const pageSize = db.pragma('page_size', { simple: true });
   const last = { log: -1 };
-  const timer = setInterval(() => checkpointOnce(db, pageSize, job.walLimitBytes, 0, last), job.intervalMs);
+  const timer = setInterval(() => {
+    const at = Date.now();
+    if (checkpointOnce(db, pageSize, job.walLimitBytes, 0, last) && job.reportSynced) port.postMessage({ synced: at });
+  }, job.intervalMs);
   port.once('message', () => {
     clearInterval(timer);
     db.close();

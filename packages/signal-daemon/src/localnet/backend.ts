@@ -10,13 +10,14 @@ import { ensureDir, PRIVATE_DIR } from '@vigil/shared-types/node';
 import type { AttachmentPolicy } from '../attachments.js';
 import type { Backend, BackendState } from '../backend.js';
 import { RpcFailure } from '../errors.js';
-import type { Inbox, InboxWrite } from '../inbox.js';
+import type { Inbox } from '../inbox.js';
 import { resolveParams } from '../params.js';
-import type { Synchronous } from '../sqlite.js';
+import { BUSY_TIMEOUT_MS, type Synchronous } from '../sqlite.js';
 import { accountMethods } from './account.js';
 import { attachmentMethods } from './attachments.js';
 import { avatarMethods } from './avatars.js';
 import { callMethods } from './calls.js';
+import { startCheckpointer } from './checkpoint.js';
 import { contactMethods } from './contacts.js';
 import { Delivery } from './delivery.js';
 import { deviceMethods } from './devices.js';
@@ -27,6 +28,7 @@ import { identityMethods } from './identities.js';
 import { loadIdentity } from './identity.js';
 import { interactionMethods } from './interactions.js';
 import { linkingMethods } from './linking.js';
+import { MailPosition } from './mail-position.js';
 import { messageMethods } from './messages.js';
 import { type EnvelopeBody, type LocalContext, methodTable, type PostOptions } from './methods.js';
 import { pinMethods } from './pins.js';
@@ -51,8 +53,11 @@ export interface LocalBackendOptions {
   readonly logger: Logger;
   /** Sent-message records, unclaimed mail and attachments older than this are pruned (see retention.ts). */
   readonly retentionMs: number;
-  /** Where incoming envelopes are stored (it shares the network's database: see `inboxDb`). */
-  readonly inbox: (db: NetworkStore['db'], write: InboxWrite) => Inbox;
+  /**
+   * Where incoming envelopes are stored: a file of the daemon's own, which this backend also
+   * checkpoints (see mail-position.ts); the daemon closes it after the backend.
+   */
+  readonly inbox: Inbox;
 }
 
 /** Methods whose success proves that the file can be written (in alphabetical order). */
@@ -138,6 +143,7 @@ export class LocalBackend implements Backend {
   private readonly context: LocalContext;
   private readonly retention: NetworkRetention;
   private readonly delivery: Delivery;
+  private readonly inboxCheckpointer: { stop(): Promise<void> };
   /** A send's reads before its transaction, once per turn (turn-reads.ts). */
   private readonly reads: TurnReads;
   private lastTimestamp = 0;
@@ -163,11 +169,19 @@ export class LocalBackend implements Backend {
       () => this.store.probeWrite(this.me.number),
       () => this.delivery.retry(),
     );
-    this.inbox = o.inbox(this.store.db, (fn) => this.store.write(fn));
+    this.inbox = o.inbox;
+    const position = new MailPosition(this.inbox.db, this.store, this.me.number, o.logger);
+    // As the network file's: checkpointed once a second off the event loop; each tick first puts
+    // the WAL on disk, after which the mail it holds is removed from the mailbox.
+    this.inbox.db.pragma('wal_autocheckpoint = 0');
+    this.inboxCheckpointer = startCheckpointer(this.inbox.db.name, this.inbox.db, BUSY_TIMEOUT_MS, (at) =>
+      position.synced(at),
+    );
     this.delivery = new Delivery({
       store: this.store,
       records: this.records,
       inbox: this.inbox,
+      position,
       me: this.me,
       dataDir: o.dataDir,
       logger: o.logger,
@@ -239,6 +253,7 @@ export class LocalBackend implements Backend {
     this.delivery.stop();
     this.storage.stop();
     await this.retention.stop();
+    await this.inboxCheckpointer.stop();
     await this.store.close();
   }
 

@@ -2,11 +2,13 @@
  * Delivery from the local network: a daemon moves its account's mail into its inbox. It learns of
  * new mail as soon as the file changes (a watch of the file's directory: every commit of another
  * daemon writes the WAL), with a poll of SQLite's data_version as a safety net. A burst is moved
- * in batches of up to DELIVERY_BATCH messages, each one transaction that stores them in the inbox
- * and removes them from the mailbox (a message is in exactly one of the two at every instant).
- * That transaction takes the file's write lock the way sends do (writes.ts): while another daemon
- * holds it, the event loop goes on (SSE writes, replies) instead of sleeping in SQLite's busy wait.
- * One delivery runs at a time; changes noticed meanwhile start the next one when it ends.
+ * in batches of up to DELIVERY_BATCH messages, each one transaction of the inbox (a file of its
+ * own) that stores them and records how far the mailbox has been read (mail-position.ts: the rows
+ * are removed from the mailbox later, in the background). So a delivery takes the network file's
+ * write lock only when the network must learn something first (a new sender, an attachment), and
+ * then the way sends do (../writes.ts): while another daemon holds it, the event loop goes on (SSE
+ * writes, replies) instead of sleeping in SQLite's busy wait. One delivery runs at a time; changes
+ * noticed meanwhile start the next one when it ends.
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -14,6 +16,7 @@ import type { Envelope, Logger } from '@vigil/shared-types';
 import { writeFileAtomic } from '@vigil/shared-types/node';
 import type { Inbox } from '../inbox.js';
 import { type FaultEpisode, isStorageFault, RETRY_INITIAL_MS, RETRY_MAX_MS } from './fault.js';
+import type { MailPosition } from './mail-position.js';
 import type { Records } from './records.js';
 import type { AccountRow, NetworkStore } from './store.js';
 
@@ -26,6 +29,7 @@ export interface DeliveryOptions {
   readonly store: NetworkStore;
   readonly records: Records;
   readonly inbox: Inbox;
+  readonly position: MailPosition;
   readonly me: AccountRow;
   readonly dataDir: string;
   readonly logger: Logger;
@@ -200,26 +204,22 @@ export class Delivery {
 
   /** Moves this account's mail into the inbox, oldest first, one transaction per batch; how many. */
   private async deliver(): Promise<number> {
-    const { store, inbox, me } = this.o;
+    const { store, inbox, position, me } = this.o;
     let moved = 0;
     while (!this.closed) {
-      const { envelopes, lastId } = store.mail(me.number, DELIVERY_BATCH);
+      const { envelopes, lastId } = store.mail(me.number, DELIVERY_BATCH, position.at);
       if (envelopes.length === 0) break;
       const now = Date.now();
       const mail = this.accepted(envelopes);
       const accepted = mail.map((m) => ({ ...m.envelope, serverDeliveredTimestamp: now }));
       for (const e of accepted) this.saveAttachments(e);
       const json = mail.map((m) => delivered(m, now));
-      await store.write(() => {
-        inbox.append(
-          accepted,
-          () => {
-            store.deleteMailUpTo(me.number, lastId);
-            this.noteSenders(accepted);
-          },
-          json,
-        );
-      });
+      // What the network must know before anyone reads these messages, written first (writing it
+      // again after a crash changes nothing); seldom anything once a sender has written before.
+      if (this.mustNote(accepted)) await store.write(() => this.noteSenders(accepted));
+      if (this.closed) break;
+      await inbox.write(() => inbox.append(accepted, () => position.record(lastId), json));
+      position.recorded(lastId);
       moved += envelopes.length;
       if (accepted.length < envelopes.length) {
         this.o.logger.info('dropped messages from blocked senders', { count: envelopes.length - accepted.length });
@@ -249,6 +249,19 @@ export class Delivery {
       const groupId = groupOf(e);
       return !(groupId && isBlocked(`g:${groupId}`, () => store.isGroupBlocked(me.number, groupId)));
     });
+  }
+
+  /** Whether noteSenders would write anything: an attachment, or a sender not yet a trusted contact. */
+  private mustNote(envelopes: readonly Envelope[]): boolean {
+    const { records, me } = this.o;
+    const senders = new Set<string>();
+    for (const e of envelopes) {
+      if (attachmentsOf(e).length > 0) return true;
+      const sender = e.sourceNumber;
+      if (sender && sender !== me.number) senders.add(sender);
+    }
+    for (const sender of senders) if (!records.senderNoted(me.number, sender)) return true;
+    return false;
   }
 
   /**

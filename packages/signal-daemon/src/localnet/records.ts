@@ -132,6 +132,14 @@ export class Records {
           'ON CONFLICT (owner, number) DO UPDATE SET identity_key = excluded.identity_key, level = excluded.level, ' +
           'added_at = excluded.added_at',
       ),
+      // Delivery's noteSenders would write nothing for this sender: a contact, trusted if it has a key.
+      senderNoted: db
+        .prepare(
+          'SELECT EXISTS (SELECT 1 FROM contacts WHERE owner = @owner AND number = @number) AND (EXISTS ' +
+            '(SELECT 1 FROM trust WHERE owner = @owner AND number = @number) OR NOT EXISTS ' +
+            '(SELECT 1 FROM identities WHERE number = @number))',
+        )
+        .pluck(),
       tofu: db.prepare(
         'INSERT OR IGNORE INTO trust (owner, number, identity_key, level, added_at) ' +
           "SELECT ?, number, identity_key, 'TRUSTED_UNVERIFIED', ? FROM identities WHERE number = ?",
@@ -225,6 +233,11 @@ export class Records {
   }
 
   /** Trust on first use: `owner` trusts `number`'s published key (unverified) if it has none on record for it yet. */
+  /** Whether `number` is a contact of `owner` and, when it has published a key, trusted by it. */
+  senderNoted(owner: string, number: string): boolean {
+    return this.s.senderNoted.get({ owner, number }) === 1;
+  }
+
   trustOnFirstUse(owner: string, number: string): void {
     this.s.tofu.run(owner, Date.now(), number);
   }

@@ -2,7 +2,7 @@
  * Retention of the network file's tables that grow with every message: the index of sent
  * messages (what reactions, remote deletes and edits may point at; one row per party of a send),
  * mail nobody picked up, and the attachments messages carried. Rows older than the retention are
- * deleted in small batches, each its own short write (see writes.ts), with a yield to the event
+ * deleted in small batches, each its own short write (see ../writes.ts), with a yield to the event
  * loop between batches, so sends never wait behind a long delete. Every daemon on the file prunes;
  * the deletes are idempotent, so it does not matter which one gets there first.
  *

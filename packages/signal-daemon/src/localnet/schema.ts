@@ -2,6 +2,7 @@
  * What the local network's file holds: its tables, and the rows the store reads from them.
  * Every table is created if missing, so daemons of this version open a file any of them made.
  */
+import { randomBytes } from 'node:crypto';
 import type Database from 'better-sqlite3';
 
 const SCHEMA_VERSION = 1;
@@ -34,10 +35,17 @@ CREATE TABLE IF NOT EXISTS attachments (
   created_at INTEGER NOT NULL);
 `;
 
-/** Creates what is missing and records the schema version (the first daemon's). */
-export function createSchema(db: Database.Database): void {
+/**
+ * Creates what is missing and records the schema version (the first daemon's) and the file's id
+ * (random, made once: a file made anew has another, so a daemon's position in its mailbox, kept in
+ * its own inbox, is known to be of this file). Returns the id.
+ */
+export function createSchema(db: Database.Database): string {
   db.exec(TABLES);
-  db.prepare("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)").run(String(SCHEMA_VERSION));
+  const meta = db.prepare('INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)');
+  meta.run('schema', String(SCHEMA_VERSION));
+  meta.run('network', randomBytes(8).toString('hex'));
+  return db.prepare("SELECT value FROM meta WHERE key = 'network'").pluck().get() as string;
 }
 
 export interface AccountRow {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@vigil/shared-types';
 import type Database from 'better-sqlite3';
-import { openDatabase, type Synchronous } from '../sqlite.js';
+import { BUSY_TIMEOUT_MS, openDatabase, type Synchronous } from '../sqlite.js';
+import { LockedWriter } from '../writes.js';
 import { startCheckpointer, WAL_BOUND_BYTES } from './checkpoint.js';
 import { GroupCommit } from './group-commit.js';
 import {
@@ -12,7 +13,6 @@ import {
   type GroupRow,
   type LinkRow,
 } from './schema.js';
-import { LockedWriter } from './writes.js';
 
 export type { AccountRow, AttachmentRow, GroupMember, GroupRow, LinkRow };
 
@@ -32,10 +32,10 @@ export interface LinkedDevice {
  * write is a short IMMEDIATE transaction and readers wait up to `busy_timeout` for a writer.
  */
 
-const BUSY_TIMEOUT_MS = 5000;
-
 export class NetworkStore {
   readonly db: Database.Database;
+  /** The file's id (see createSchema). */
+  readonly id: string;
   private readonly s;
 
   private readonly checkpointer: { stop(): Promise<void> };
@@ -51,7 +51,7 @@ export class NetworkStore {
     this.db.pragma('wal_autocheckpoint = 0');
     this.db.pragma(`journal_size_limit = ${WAL_BOUND_BYTES}`);
     this.checkpointer = startCheckpointer(file, this.db, BUSY_TIMEOUT_MS);
-    createSchema(this.db);
+    this.id = createSchema(this.db);
     this.writer = new LockedWriter(this.db, BUSY_TIMEOUT_MS);
     this.sends = new GroupCommit(this.db, (fn) => this.writer.write(fn));
     const db = this.db;
@@ -63,9 +63,11 @@ export class NetworkStore {
           'ON CONFLICT (number) DO UPDATE SET profile_name = excluded.profile_name',
       ),
       post: db.prepare('INSERT INTO mailbox (recipient, envelope, created_at) VALUES (?, ?, ?)'),
-      hasMail: db.prepare('SELECT 1 FROM mailbox WHERE recipient = ? LIMIT 1').pluck(),
-      mail: db.prepare('SELECT id, envelope FROM mailbox WHERE recipient = ? ORDER BY id LIMIT ?'),
-      deleteMailUpTo: db.prepare('DELETE FROM mailbox WHERE recipient = ? AND id <= ?'),
+      mail: db.prepare('SELECT id, envelope FROM mailbox WHERE recipient = ? AND id > ? ORDER BY id LIMIT ?'),
+      // The oldest `limit` rows of a recipient up to an id (by the index on (recipient, id)).
+      deleteMailUpTo: db.prepare(
+        'DELETE FROM mailbox WHERE id IN (SELECT id FROM mailbox WHERE recipient = ? AND id <= ? ORDER BY id LIMIT ?)',
+      ),
       contact: db.prepare('INSERT OR IGNORE INTO contacts (owner, number) VALUES (?, ?)'),
       removeContact: db.prepare('DELETE FROM contacts WHERE owner = ? AND number = ?'),
       setBlocked: db.prepare(
@@ -175,26 +177,30 @@ export class NetworkStore {
     this.sends.once(key, write);
   }
 
-  /** Runs a write that needs the file's write lock (see writes.ts); writes commit in order. */
+  /** Runs a write that needs the file's write lock (see ../writes.ts); writes commit in order. */
   write(fn: () => void): Promise<void> {
     return this.writer.write(fn);
   }
 
-  hasMail(number: string): boolean {
-    return this.s.hasMail.get(number) !== undefined;
-  }
-
-  /** The oldest mail of a recipient (each envelope with its JSON as stored), with the id of the last one taken. */
-  mail(number: string, limit: number): { envelopes: { envelope: Envelope; json: string }[]; lastId: number } {
-    const rows = this.s.mail.all(number, limit) as { id: number; envelope: string }[];
+  /**
+   * The oldest mail of a recipient after the id `after` (each envelope with its JSON as stored),
+   * with the id of the last one taken.
+   */
+  mail(
+    number: string,
+    limit: number,
+    after: number,
+  ): { envelopes: { envelope: Envelope; json: string }[]; lastId: number } {
+    const rows = this.s.mail.all(number, after, limit) as { id: number; envelope: string }[];
     return {
       envelopes: rows.map((r) => ({ envelope: JSON.parse(r.envelope) as Envelope, json: r.envelope })),
       lastId: rows.length > 0 ? rows[rows.length - 1]!.id : 0,
     };
   }
 
-  deleteMailUpTo(number: string, lastId: number): void {
-    this.s.deleteMailUpTo.run(number, lastId);
+  /** Deletes a recipient's mail up to `lastId`, at most `limit` rows (the oldest); how many. */
+  deleteMailUpTo(number: string, lastId: number, limit: number): number {
+    return this.s.deleteMailUpTo.run(number, lastId, limit).changes;
   }
 
   addContact(owner: string, number: string): void {

@@ -1,10 +1,9 @@
 import type Database from 'better-sqlite3';
-
-const isBusy = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
+import { isBusy } from './sqlite.js';
 
 /**
- * Writes to a SQLite file that other processes write too, without stopping the event loop while
- * one of them holds the write lock.
+ * Writes to a SQLite file that other connections write too (other daemons' processes, a
+ * checkpointer's thread), without stopping the event loop while one of them holds the write lock.
  */
 export class LockedWriter {
   private writesWaiting = 0;
