@@ -228,14 +228,14 @@ export async function start(
     throw new ConfigError(`cannot create the data directory ${config.dataDir}: ${(err as Error).message}`);
   }
   const life = new ServiceLifecycle({ logger, graceMs: config.shutdownGraceMs, onState: options.onState });
-  // The backend's close bounds itself: signal-cli gets SIGTERM, SIGKILL after its stop timeout, and
-  // the daemon exits only once it is gone.
   // Closed in reverse order: the consumers' marks are written, the backend stops, the file closes.
   const inbox = await life.open(
     'inbox file',
     () => openInbox(config, logger),
     (b) => b.db.close(),
   );
+  // The backend's close bounds itself: signal-cli gets SIGTERM, SIGKILL after its stop timeout, and
+  // the daemon exits only once it is gone.
   const backend = await life.open(
     'backend',
     () => openBackend(config, inbox, logger, attachmentPolicy),

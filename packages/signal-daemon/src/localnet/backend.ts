@@ -171,8 +171,8 @@ export class LocalBackend implements Backend {
     );
     this.inbox = o.inbox;
     const position = new MailPosition(this.inbox.db, this.store, this.me.number, o.logger);
-    // As the network file's: checkpointed once a second off the event loop; each tick first puts
-    // the WAL on disk, after which the mail it holds is removed from the mailbox.
+    // As the network file's: checkpointed once a second off the event loop; once a checkpoint has
+    // found the inbox on disk, the mail it holds is removed from the mailbox.
     this.inbox.db.pragma('wal_autocheckpoint = 0');
     this.inboxCheckpointer = startCheckpointer(this.inbox.db.name, this.inbox.db, BUSY_TIMEOUT_MS, (at) =>
       position.synced(at),
