@@ -23,8 +23,9 @@
 //   3. send -> SSE: `send` to A over TCP at a paced 1,000 and 5,000 msg/s, each message carrying
 //      its send time, read from B's event stream: latency p50/p99/max; then sustained, as fast as
 //      128 calls in flight allow: messages/s. Each of the three with 1 and with 5 event streams;
-//      every answered message must arrive exactly once on every stream. At the end: the network
-//      file's bytes (with its WAL) per 100,000 messages sent. Before these phases, one sustained
+//      every answered message must arrive exactly once on every stream. At the end: the bytes of
+//      the network file and of the two inboxes (each with its WAL) per 100,000 messages sent.
+//      Before these phases, one sustained
 //      phase with 1 stream that is not measured, on both sides (fresh processes warm up in it).
 //   4. kill -9 at full rate: two fresh daemons on a file of their own, sends with 128 in flight;
 //      after 3 s (1 s with --quick) the sender, then in a second run the receiver, is killed and
@@ -976,11 +977,14 @@ async function main() {
       '0',
       failures === 0,
     );
-    // What the messages leave on disk: the network file (mailboxes, sent-message records, B's
-    // inbox, which lives in it) with its WAL, per 100,000 messages sent through the daemons.
+    // What the messages leave on disk, each file with its WAL, per 100,000 messages sent through
+    // the daemons: the network file (mailboxes, sent-message records) and the two inboxes (B's
+    // holds the messages kept for replay, up to its retention's bound).
     const acked = sum('vigil', 'acked');
-    const bytes = ['', '-wal'].reduce((t, ext) => t + fileSize(`${localnet}${ext}`), 0);
-    add('network file MB per 100,000 messages', (bytes / acked) * 100_000, undefined, fmt.mb);
+    const onDisk = (file) => ['', '-wal'].reduce((t, ext) => t + fileSize(`${file}${ext}`), 0);
+    const inboxes = ['a', 'b'].reduce((t, d) => t + onDisk(join(tmp, d, 'inbox.sqlite')), 0);
+    add('network file MB per 100,000 messages', (onDisk(localnet) / acked) * 100_000, undefined, fmt.mb);
+    add('inboxes (A+B) MB per 100,000 messages', (inboxes / acked) * 100_000, undefined, fmt.mb);
   }
   for (const k of kills) {
     const who = k.victim === 'A' ? 'sender' : 'receiver';
