@@ -6,7 +6,7 @@
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { until } from '../../../test/support.js';
 import { migrate } from '../src/inbox-schema.js';
@@ -152,6 +152,60 @@ describe('the inbox in a file of its own', () => {
       expect(mail()).toEqual([]);
       expect(logs).toEqual([]);
     } finally {
+      inbox.close();
+      await store.close();
+      tmp.cleanup();
+    }
+  });
+
+  it('remembers at most 100 commits while no checkpoint reports: a late report removes only what it can prove', async () => {
+    const tmp = tmpDir();
+    const store = new NetworkStore(join(tmp.dir, 'localnet.sqlite'));
+    const inbox = openDatabase(join(tmp.dir, 'inbox.sqlite'));
+    // Only the clock is faked: the removal's writes and turns run for real.
+    jest.useFakeTimers({
+      doNotFake: [
+        'nextTick',
+        'setImmediate',
+        'clearImmediate',
+        'setTimeout',
+        'clearTimeout',
+        'setInterval',
+        'clearInterval',
+        'queueMicrotask',
+        'performance',
+        'hrtime',
+      ],
+    });
+    try {
+      const t0 = Date.now();
+      store.register(A, 'A');
+      const post = store.db.prepare("INSERT INTO mailbox (recipient, envelope, created_at) VALUES (?, '{}', 0)");
+      const ids = Array.from({ length: 150 }, () => Number(post.run(A).lastInsertRowid));
+      const mail = () => store.db.prepare('SELECT COUNT(*) FROM mailbox WHERE recipient = ?').pluck().get(A);
+      const position = new MailPosition(inbox, store, A, memoryLogger([]));
+      const flush = async () => {
+        for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+      };
+      // 150 commits, one mail each, 200 ms apart (each its own note), and no report meanwhile.
+      ids.forEach((id, i) => {
+        jest.setSystemTime(t0 + 1000 + i * 200);
+        inbox.transaction(() => position.record(id))();
+        position.recorded(id);
+      });
+      // A report from just after the 40th commit: the notes of the first 50 were dropped, so it
+      // proves nothing; one from after the 60th covers up to it.
+      position.synced(t0 + 1000 + 39 * 200 + 1);
+      await flush();
+      expect(mail()).toBe(150);
+      position.synced(t0 + 1000 + 59 * 200 + 1);
+      await flush();
+      expect(mail()).toBe(150 - 60);
+      position.synced(t0 + 1000 + 150 * 200);
+      await flush();
+      expect(mail()).toBe(0);
+    } finally {
+      jest.useRealTimers();
       inbox.close();
       await store.close();
       tmp.cleanup();

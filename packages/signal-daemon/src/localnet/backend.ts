@@ -144,6 +144,7 @@ export class LocalBackend implements Backend {
   private readonly retention: NetworkRetention;
   private readonly delivery: Delivery;
   private readonly inboxCheckpointer: { stop(): Promise<void> };
+  private readonly position: MailPosition;
   /** A send's reads before its transaction, once per turn (turn-reads.ts). */
   private readonly reads: TurnReads;
   private lastTimestamp = 0;
@@ -171,6 +172,7 @@ export class LocalBackend implements Backend {
     );
     this.inbox = o.inbox;
     const position = new MailPosition(this.inbox.db, this.store, this.me.number, o.logger);
+    this.position = position;
     // As the network file's: checkpointed once a second off the event loop; once a checkpoint has
     // found the inbox on disk, the mail it holds is removed from the mailbox.
     this.inbox.db.pragma('wal_autocheckpoint = 0');
@@ -254,6 +256,7 @@ export class LocalBackend implements Backend {
     this.storage.stop();
     await this.retention.stop();
     await this.inboxCheckpointer.stop();
+    this.position.stop();
     await this.store.close();
   }
 

@@ -28,10 +28,20 @@ import type { NetworkStore } from './store.js';
  */
 export const SWEEP_BATCH = 100;
 
+/**
+ * Commits within this long of the first of them are noted as one (the latest's time and
+ * position), and at most MAX_NOTED are kept while no checkpoint reports (a reader holding the WAL):
+ * then the oldest goes, so its mail waits for a later report. Both only delay a removal.
+ */
+const NOTE_MS = 100;
+const MAX_NOTED = 100;
+
 export class MailPosition {
   private position: number;
   /** [when a commit returned, the position it recorded], oldest first, until a sync covers it. */
   private readonly committed: [number, number][] = [];
+  /** When the newest entry of `committed` was started (see NOTE_MS). */
+  private notedSince = 0;
   /** Every mail up to this is in the inbox on disk: its rows may go. */
   private durable = 0;
   /** The mailbox has no rows of ours up to this. */
@@ -39,6 +49,7 @@ export class MailPosition {
   private sweeping = false;
   /** Removing rows failed: logged once until it works again. */
   private failing = false;
+  private stopped = false;
   private readonly s;
 
   constructor(
@@ -77,8 +88,19 @@ export class MailPosition {
     this.position = lastId;
     const now = Date.now();
     const last = this.committed[this.committed.length - 1];
-    if (last && last[0] === now) last[1] = lastId;
-    else this.committed.push([now, lastId]);
+    if (last && now - this.notedSince < NOTE_MS) {
+      last[0] = now;
+      last[1] = lastId;
+      return;
+    }
+    this.notedSince = now;
+    this.committed.push([now, lastId]);
+    if (this.committed.length > MAX_NOTED) this.committed.shift();
+  }
+
+  /** No more removals (the daemon stops): one under way ends at its next step, silently. */
+  stop(): void {
+    this.stopped = true;
   }
 
   /**
@@ -100,11 +122,11 @@ export class MailPosition {
    * for many milliseconds.
    */
   private sweep(): void {
-    if (this.sweeping || this.durable <= this.swept) return;
+    if (this.sweeping || this.stopped || this.durable <= this.swept) return;
     this.sweeping = true;
     const upTo = this.durable;
     const steps = async () => {
-      for (;;) {
+      while (!this.stopped) {
         let n = 0;
         await this.store.write(() => {
           n = this.store.deleteMailUpTo(this.number, upTo, SWEEP_BATCH);
@@ -122,7 +144,7 @@ export class MailPosition {
         },
         (err: unknown) => {
           // Tried again at the next sync, a second later; the network's retention bounds the rows meanwhile.
-          if (!this.failing) {
+          if (!this.failing && !this.stopped) {
             this.logger.warn('cannot remove delivered mail from the local network; trying again every second', {
               error: String(err),
             });
