@@ -85,7 +85,13 @@ const machineSchema = z.object({
     .default(null),
 });
 
-const positionSchema = z.object({ dev: z.number(), ino: z.number(), offset: z.number().int().min(0) });
+const positionSchema = z.object({
+  dev: z.number(),
+  ino: z.number(),
+  offset: z.number().int().min(0),
+  // Absent in files written by older versions.
+  head: z.object({ bytes: z.number().int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
+});
 
 const stateSchema = z.object({
   version: z.literal(STATE_VERSION),

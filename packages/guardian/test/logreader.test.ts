@@ -57,6 +57,41 @@ describe('readNewLines', () => {
     expect(texts(r2)).toEqual(['after']);
   });
 
+  it('takes a new file that got the old inode number for a new file: read from its start', async () => {
+    // A filesystem gives a freed inode number to the next file it creates, so a log rotated by
+    // deletion can come back with the old number. Rewriting the file in place is that case as
+    // the reader sees it: the same device and inode, other first bytes, a size past the offset.
+    const f = join(tmp.dir, 'reused.log');
+    writeFileSync(f, 'six\n');
+    const r1 = await readNewLines(f, null);
+    writeFileSync(f, 'eight\nnine\n');
+    const r2 = await readNewLines(f, r1.position);
+    expect(r2.position).toMatchObject({ ino: r1.position?.ino, dev: r1.position?.dev });
+    expect(r2.rotated).toBe(true);
+    expect(r2.truncated).toBe(false);
+    expect(texts(r2)).toEqual(['eight', 'nine']);
+    // The head grows with a file that was short when first read, and still matches it.
+    appendFileSync(f, `${'x'.repeat(300)}\n`);
+    const r3 = await readNewLines(f, r2.position);
+    expect(r3.rotated).toBe(false);
+    expect(r3.position?.head?.bytes).toBe(256);
+    appendFileSync(f, 'ten\n');
+    expect(texts(await readNewLines(f, r3.position))).toEqual(['ten']);
+  });
+
+  it('still reads from a position stored before positions had a head (the inode alone)', async () => {
+    const f = join(tmp.dir, 'old-position.log');
+    writeFileSync(f, 'one\n');
+    const end = await endPosition(f);
+    expect(end?.head).toEqual({ bytes: 4, sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    appendFileSync(f, 'two\n');
+    const { head: _head, ...old } = end ?? { dev: 0, ino: 0, offset: 0 };
+    const r = await readNewLines(f, old);
+    expect(texts(r)).toEqual(['two']);
+    expect(r.rotated).toBe(false);
+    expect(r.position?.head?.bytes).toBe(8);
+  });
+
   it('copes with a file that is missing, then appears', async () => {
     const f = join(tmp.dir, 'later.log');
     const r1 = await readNewLines(f, null);

@@ -38,6 +38,15 @@ describe('parseState', () => {
     });
   });
 
+  it('reads log positions with and without the digest of the file head', () => {
+    const head = { bytes: 4, sha256: 'a'.repeat(64) };
+    const logs = { primary: { dev: 1, ino: 2, offset: 3 }, 'access:primary': { dev: 1, ino: 5, offset: 9, head } };
+    expect(parseState('/s.json', JSON.stringify({ version: 1, logs })).logs).toEqual(logs);
+    expect(
+      why(JSON.stringify({ version: 1, logs: { primary: { dev: 1, ino: 2, offset: 3, head: { bytes: 4 } } } })),
+    ).toMatch(/\(logs\.primary\.head\.sha256\)/);
+  });
+
   it('keeps the probes of ours that are well formed and drops the others', () => {
     const s = parseState('/s.json', JSON.stringify({ version: 1, ownProbes: [[1, 2, 'primary'], [1, 'x'], 3] }));
     expect(s.ownProbes).toEqual([[1, 2, 'primary']]);
