@@ -88,6 +88,15 @@ function sample(home) {
     const key = n.startsWith('localnet.sqlite') ? 'disk localnet.sqlite*' : `disk ${n}`;
     row[key] = (row[key] ?? 0) + bytesUnder(join(home, n));
   }
+  // The daemon's inbox on its own, beside its whole data directory.
+  try {
+    const data = join(home, 'signal-daemon');
+    for (const n of readdirSync(data)) {
+      if (n.startsWith('inbox.sqlite'))
+        row['disk signal-daemon/inbox.sqlite*'] =
+          (row['disk signal-daemon/inbox.sqlite*'] ?? 0) + bytesUnder(join(data, n));
+    }
+  } catch {}
   try {
     const services = JSON.parse(readFileSync(join(home, 'run/stack.json'), 'utf8')).services ?? {};
     for (const [name, s] of Object.entries(services)) row[`rss ${name}`] = rssOf(s.pid);
