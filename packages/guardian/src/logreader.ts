@@ -146,7 +146,16 @@ export async function readNewLines(
     return {
       lines: before ? [...before.lines, ...lines] : lines,
       rotatedTo: before?.path ?? null,
-      position: { dev: st.dev, ino: st.ino, offset: consumedBase + lastNl + 1, head: await headOf(fh, st.size) },
+      position: {
+        dev: st.dev,
+        ino: st.ino,
+        offset: consumedBase + lastNl + 1,
+        // The same file's full head does not change: it is not read again.
+        head:
+          !first && !rotated && !truncated && position.head?.bytes === HEAD_BYTES
+            ? position.head
+            : await headOf(fh, st.size),
+      },
       first,
       rotated,
       truncated,
