@@ -72,10 +72,13 @@ describe('a full disk under the local network', () => {
         expect((await rpc(a.http!, 'send', { recipient: B, message: `queued ${i}` })).result).toBeDefined();
       }
       // SQLite reuses its WAL file after a checkpoint, so a write can fit in room the file already
-      // has on a full disk: empty it first, so that a full disk is full for every write.
-      const db = new Database(localnet);
-      db.pragma('wal_checkpoint(TRUNCATE)');
-      db.close();
+      // has on a full disk: empty the network file's and B's inbox's (B is stopped), so that a full
+      // disk is full for every write.
+      for (const file of [localnet, join(mnt, 'b', 'inbox.sqlite')]) {
+        const db = new Database(file);
+        db.pragma('wal_checkpoint(TRUNCATE)');
+        db.close();
+      }
       const filler = join(mnt, 'filler');
       fill(filler);
       const big = 'x'.repeat(60_000); // under the message limit (64 KiB), too big for the full disk
