@@ -157,7 +157,9 @@ describe('--worker-sched and --worker-nice', () => {
     }
     expect((await request(server.http!, { path: '/metrics' })).text).toMatch(/^inference_waiting_for_cpu 1$/m);
     for (const h of hogs.splice(0)) h.kill('SIGKILL');
-    const again = JSON.parse(await server.waitForLog('"msg":"generation has CPU again"', 30_000));
+    // Three calm seconds in a row: beside the other test worker's processes on the same cores, the
+    // idle threads may wait again for a while before they get them, so this wait is long.
+    const again = JSON.parse(await server.waitForLog('"msg":"generation has CPU again"', 75_000));
     expect(again.waited_s).toBeGreaterThanOrEqual(5);
     expect((await request(server.http!, { path: '/health' })).json().progress.waiting_for_cpu).toBe(false);
     const seen = sse.events.length;
@@ -165,7 +167,7 @@ describe('--worker-sched and --worker-nice', () => {
     expect(server.output()).not.toContain('"msg":"stalled"');
     expect(server.output().match(/generation waiting for CPU/g)).toHaveLength(1);
     sse.close();
-  }, 60_000);
+  }, 120_000);
 
   it('--worker-sched normal: every thread keeps the policy and nice value it started with', async () => {
     server = await serveTiny(MODEL, ['--parallel', '1', '--worker-sched', 'normal']);
