@@ -79,6 +79,24 @@ describe('readNewLines', () => {
     expect(texts(await readNewLines(f, r3.position))).toEqual(['ten']);
   });
 
+  it('after a new file of a full head took the old inode number, goes on in the new file (its own head kept)', async () => {
+    const f = join(tmp.dir, 'reused-full.log');
+    const lines = (tag: string) => Array.from({ length: 30 }, (_, i) => `${tag} line ${i}`).join('\n');
+    writeFileSync(f, `${lines('old')}\n`);
+    const r1 = await readNewLines(f, null);
+    expect(r1.position?.head?.bytes).toBe(256);
+    writeFileSync(f, `${lines('new')}\n${lines('more')}\n`);
+    const r2 = await readNewLines(f, r1.position);
+    expect(r2.rotated).toBe(true);
+    expect(texts(r2)[0]).toBe('new line 0');
+    expect(r2.position?.head?.sha256).not.toBe(r1.position?.head?.sha256);
+    appendFileSync(f, 'next\n');
+    const r3 = await readNewLines(f, r2.position);
+    expect(r3.rotated).toBe(false);
+    expect(texts(r3)).toEqual(['next']);
+    expect(r3.position?.head).toEqual(r2.position?.head);
+  });
+
   it('still reads from a position stored before positions had a head (the inode alone)', async () => {
     const f = join(tmp.dir, 'old-position.log');
     writeFileSync(f, 'one\n');
