@@ -2,8 +2,9 @@
 // Where prompt evaluation and generation spend their time, below the HTTP server: the same
 // prompt and the same greedy generation through node-llama-cpp's raw sequence API
 // (evaluateWithoutGeneratingNewTokens / evaluate), through LlamaChat (what the server's chat
-// completions run: chat template, stop triggers, text chunks) and through LlamaCompletion (legacy
-// completions), and, when LLAMA_SERVER gives its path, through llama-server's /completion on the
+// completions with tools or a grammar run: chat template, stop triggers, text chunks), through the
+// server's plain path (engine-plain.ts: chat completions with neither) and through LlamaCompletion
+// (legacy completions), and, when LLAMA_SERVER gives its path, through llama-server's /completion on the
 // same GGUF and threads. Run `pnpm build` first, then `pnpm bench engine-path`, or:
 //
 //   node packages/inference-server/bench/engine-path.bench.mjs [--threads N] [--words N]
@@ -24,6 +25,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const { makeModel } = await import('../dist/index.js');
+const { completePlain, plainStops } = await import('../dist/engine-plain.js');
 const { getLlama, LlamaChat, LlamaCompletion, resolveChatWrapper } = await import('node-llama-cpp');
 
 const args = process.argv.slice(2);
@@ -137,6 +139,30 @@ async function inProcess(model, sequence, wrapper, text) {
         const c = new LlamaChat({ contextSequence: sequence });
         await c.generateResponse(short, { maxTokens: GEN, temperature: 0, onToken });
         c.dispose({ disposeSequence: false });
+      },
+    ],
+    [
+      // What the server runs for a chat completion with no tools and no grammar.
+      'plain path (engine-plain)',
+      async (onToken) => {
+        let seen = 0;
+        const input = {
+          messages: [],
+          maxTokens: GEN,
+          temperature: 0,
+          topP: 1,
+          seed: null,
+          stop: [],
+          frequencyPenalty: 0,
+          presencePenalty: 0,
+          signal: new AbortController().signal,
+          onText: () => {},
+          onTokens: (count) => {
+            onToken(new Array(count - seen));
+            seen = count;
+          },
+        };
+        await completePlain(sequence, st, GEN, plainStops(wrapper, model) ?? [], input);
       },
     ],
     [

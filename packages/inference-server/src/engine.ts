@@ -17,6 +17,7 @@ import type {
 } from 'node-llama-cpp';
 import { installAdaptiveThreads } from './adaptive-threads.js';
 import { completeChat } from './engine-chat.js';
+import { completePlain, plainStops } from './engine-plain.js';
 import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
 import type { CompletionInput, CompletionOutput, CompletionSettings, EngineOptions } from './engine-types.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
@@ -44,6 +45,8 @@ export class Engine {
   private disposed = false;
   /** Embeddings: the model's weights, an embedding context of their own (engine-text.ts). */
   readonly embeddings: Embeddings;
+  /** The chat template's stop texts when answers without tools or grammar take the plain path; null: never. */
+  private readonly plain: string[] | null;
   /** Told when each completion begins, makes progress and ends (EngineOptions.progress). */
   private progress: ProgressTracker | null = null;
 
@@ -71,6 +74,7 @@ export class Engine {
     private readonly grammars: Grammars,
   ) {
     this.embeddings = new Embeddings(model, info.contextSize, info.threads);
+    this.plain = plainStops(chatWrapper, model);
   }
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
@@ -262,7 +266,11 @@ export class Engine {
       if (input.prompt !== undefined) {
         return { ...(await completeText(this.lib, sequence, tokens, maxTokens, { ...input, onTokens })), ...reuse };
       }
-      const chat = await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
+      // An answer with no tools and no grammar is generated from the token loop itself (engine-plain.ts).
+      const chat =
+        this.plain && !calling && !input.grammar
+          ? await completePlain(sequence, tokens, maxTokens, this.plain, { ...input, onTokens })
+          : await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
       return { ...chat, ...reuse };
     } finally {
       progress?.end(slot);

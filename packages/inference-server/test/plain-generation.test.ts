@@ -1,0 +1,135 @@
+/**
+ * Plain generation (engine-plain.ts): an answer with no tools and no grammar comes from the token
+ * loop itself. It must answer what LlamaChat answers: the same text, the same end, the same stop
+ * sequence, for greedy and seeded sampling, with penalties and with stop strings; and its stream
+ * must add up to its text. The model is loaded in a child process (never in jest's).
+ */
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { findStop, heldBack } from '../src/engine-plain.js';
+import { makeTiny, tmpDir } from './helpers.js';
+
+const run = promisify(execFile);
+const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
+
+describe('stop strings in generated text', () => {
+  it.each([
+    // text, stops, search from, match
+    ['hello world', ['wor'], 0, { at: 6, stop: 'wor' }],
+    ['hello world', ['wor', 'lo'], 0, { at: 3, stop: 'lo' }],
+    ['hello world', ['xyz'], 0, null],
+    // From: a match must end after what was searched before (the last chunk's start).
+    ['hello world', ['hel'], 9, null],
+    ['hello world', ['world'], 7, { at: 6, stop: 'world' }],
+    ['<|im_end|>', ['<|im_end|>'], 9, { at: 0, stop: '<|im_end|>' }],
+  ])('findStop(%j, %j, %d)', (text, stops, from, match) => {
+    expect(findStop(text, stops, from)).toEqual(match);
+  });
+
+  it.each([
+    // text, stops, characters held back (the longest end that starts a stop string)
+    ['abc <|im', ['<|im_end|>'], 4],
+    ['abc <', ['<|im_end|>', 'END'], 1],
+    ['abc E', ['<|im_end|>', 'END'], 1],
+    ['abc EN', ['<|im_end|>', 'END'], 2],
+    ['abc', ['<|im_end|>', 'END'], 0],
+    ['ab', ['abc'], 2],
+    ['xx', [], 0],
+  ])('heldBack(%j, %j) = %d', (text, stops, held) => {
+    expect(heldBack(text, stops)).toBe(held);
+  });
+});
+
+describe('plain generation answers as LlamaChat', () => {
+  const tmp = tmpDir();
+  const model = join(tmp.dir, 'tiny.gguf');
+  let results: {
+    name: string;
+    chat: { text: string; finishReason: string; stopSequence: string | null };
+    plain: { text: string; finishReason: string; stopSequence: string | null; completionTokens: number };
+    streamed: string;
+    stop: string | null;
+  }[];
+
+  beforeAll(async () => {
+    await makeTiny(model);
+    // Both paths on the same model and context, each on its own sequence, cleared between runs.
+    const script = join(tmp.dir, 'compare.mjs');
+    writeFileSync(
+      script,
+      `
+const { createRequire } = await import('node:module');
+const lib = await import(createRequire(${JSON.stringify(join(DIST, '..', 'package.json'))}).resolve('node-llama-cpp'));
+const { completeChat } = await import(${JSON.stringify(join(DIST, 'engine-chat.js'))});
+const { completePlain, plainStops } = await import(${JSON.stringify(join(DIST, 'engine-plain.js'))});
+const llama = await lib.getLlama({ gpu: false, logLevel: 'error' });
+const model = await llama.loadModel({ modelPath: process.argv[2] });
+const context = await model.createContext({ sequences: 2, threads: 1, contextSize: 1024 });
+const [a, b] = [context.getSequence(), context.getSequence()];
+const wrapper = lib.resolveChatWrapper(model);
+const stops = plainStops(wrapper, model);
+if (!stops) throw new Error('no plain path for the generated model');
+const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'tell me about the river' }];
+const tokens = wrapper.generateContextState({ chatHistory: [{ type: 'system', text: 'be brief' }, { type: 'user', text: 'tell me about the river' }, { type: 'model', response: [] }] }).contextText.tokenize(model.tokenizer);
+const base = { messages, maxTokens: 48, temperature: 0, topP: 1, seed: null, stop: [], frequencyPenalty: 0, presencePenalty: 0 };
+const input = (o, extra = {}) => ({ ...base, ...o, signal: new AbortController().signal, ...extra });
+const out = [];
+async function compare(name, o) {
+  await a.clearHistory(); await b.clearHistory();
+  const chat = await completeChat(lib, wrapper, a, 48, input(o));
+  let streamed = '';
+  const plain = await completePlain(b, tokens, 48, stops, input(o, { onText: (t) => { streamed += t; } }));
+  out.push({ name, chat, plain, streamed, stop: o.stop?.[0] ?? null });
+  return plain;
+}
+const greedy = await compare('greedy', {});
+await compare('seeded', { temperature: 1.3, seed: 7 });
+await compare('penalties', { temperature: 1.3, seed: 11, frequencyPenalty: 0.8, presencePenalty: 0.6 });
+await compare('stop string', { stop: [greedy.text.slice(9, 13)] });
+await compare('stop string never met', { stop: ['\\u00e9\\u00e9\\u00e9'] });
+process.stdout.write(JSON.stringify(out));
+process.exit(0);
+`,
+    );
+    const { stdout } = await run(process.execPath, [script, model], {
+      timeout: 60_000,
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+    });
+    results = JSON.parse(stdout);
+  }, 90_000);
+  afterAll(() => tmp.cleanup());
+
+  it.each(['greedy', 'seeded', 'penalties', 'stop string', 'stop string never met'])(
+    '%s: same text and end',
+    (name) => {
+      const r = results.find((x) => x.name === name)!;
+      expect(r.plain.text.length).toBeGreaterThan(0);
+      expect(r.plain.text).toBe(r.chat.text);
+      expect(r.plain.finishReason).toBe(r.chat.finishReason);
+      expect(r.plain.stopSequence).toBe(r.chat.stopSequence);
+      // What was streamed is the text, whole.
+      expect(r.streamed).toBe(r.plain.text);
+    },
+  );
+
+  it('a stop string ends the answer before it, and is reported', () => {
+    const r = results.find((x) => x.name === 'stop string')!;
+    const greedy = results.find((x) => x.name === 'greedy')!;
+    expect(r.stop).toBeTruthy();
+    expect(r.plain).toMatchObject({ finishReason: 'stop', stopSequence: r.stop });
+    expect(greedy.plain.text.startsWith(r.plain.text)).toBe(true);
+    expect(r.plain.text).not.toContain(r.stop);
+    expect(r.plain.completionTokens).toBeLessThan(48);
+  });
+
+  it('sampling settings change the answer (the comparison is not of one text)', () => {
+    const texts = new Set(['greedy', 'seeded', 'penalties'].map((n) => results.find((x) => x.name === n)!.plain.text));
+    expect(texts.size).toBe(3);
+    const long = results.find((x) => x.name === 'greedy')!;
+    expect(long.plain).toMatchObject({ finishReason: 'length', completionTokens: 48 });
+  });
+});
