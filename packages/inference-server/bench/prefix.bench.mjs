@@ -36,7 +36,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inferenceClient } from '@vigil/shared-types/node';
-import { guardRun } from './run-guard.mjs';
+import { guardRun, serverPort } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -283,9 +283,8 @@ async function waitReady(port, child, name) {
   }
 }
 
-let nextPort = 20000 + Math.floor(Math.random() * 20000);
 async function startServer(kind, model, extra = []) {
-  const port = nextPort++;
+  const port = await serverPort();
   const argv =
     kind === 'vigil'
       ? [CLI, 'serve', '--model', model, '--model-id', 'bench', '--http', `127.0.0.1:${port}`, '--parallel', '2']
