@@ -230,8 +230,9 @@ describe('a stalled model, and a long healthy one, as a real process', () => {
     );
     const s = server;
     await waitHealthy(s.http!);
-    // About 20,000 tokens: its evaluation takes seconds, several times --stall-after, on this model.
-    const long = Array.from({ length: 3000 }, (_, i) => `word${i % 97}`).join(' ');
+    // About 30,000 tokens: its evaluation takes over a second, twice --stall-after and more, on
+    // this model (20,000 took 0.7 s on a fast run: too close to the check below).
+    const long = Array.from({ length: 4500 }, (_, i) => `word${i % 97}`).join(' ');
     const t0 = Date.now();
     const sse = await SseCompletion.open(s.http!, chat(long, { max_tokens: 3, temperature: 0 }));
     let firstTokenMs: number | null = null;
