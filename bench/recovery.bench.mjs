@@ -46,7 +46,6 @@
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
 import { appendFileSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,7 +55,9 @@ const VIGIL = join(ROOT, 'packages/stack/bin/vigil.js');
 const INFERENCE = join(ROOT, 'packages/inference-server/bin/inference-server.js');
 const HANG = join(ROOT, 'bench/hang-threads.py');
 const { parseConfig } = await import('@vigil/guardian');
-const { findProcesses, inferenceClient, pidAlive } = await import('../packages/shared-types/dist/node/index.js');
+const { findProcesses, freePort, inferenceClient, pidAlive } = await import(
+  '../packages/shared-types/dist/node/index.js'
+);
 const { isProbeSuccess } = await import('../packages/shared-types/dist/index.js');
 const { RESTART_POLICY } = await import('../packages/stack/dist/restart-policy.js');
 const { WATCHDOG_MS } = await import('../packages/stack/dist/watchdog.js');
@@ -98,17 +99,6 @@ const maxWaitOf = (fault, cfg, loadS, stopTimeoutS) =>
 const log = (msg) => process.stderr.write(`recovery: ${msg}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const cleanups = new Set();
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** One 2-token completion (the guardian's probe request); true when it answered 200 with content within REQUEST_MS. */
 async function completion(port) {

@@ -28,7 +28,6 @@
 // could not run. Traffic goes only to 127.0.0.1.
 import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,19 +49,9 @@ const INTERVAL = Number(flag('interval', '10'));
 const MESSAGE_RATE = Number(flag('message-rate', '0'));
 const RETENTION = flag('retention-hours', undefined);
 const SAMPLES_OUT = flag('samples-out', undefined);
-const { daemonClient, inferenceClient } = await import('../packages/shared-types/dist/node/index.js');
+const { daemonClient, freePort, inferenceClient } = await import('../packages/shared-types/dist/node/index.js');
 const log = (s) => console.error(`steady-load: ${s}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 /** Bytes under a path (a file, or a directory walked whole). */
 function bytesUnder(p) {

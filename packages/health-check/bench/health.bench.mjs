@@ -22,10 +22,10 @@
 // not run. Traffic only to 127.0.0.0/8; processes and files are removed at the end.
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@vigil/shared-types/node';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PKGS = join(HERE, '..', '..');
@@ -59,17 +59,6 @@ function cleanup() {
     } catch {}
   }
   rmSync(dir, { recursive: true, force: true });
-}
-
-function freePort(host = '127.0.0.1') {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, host, () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function start(argv, ready) {

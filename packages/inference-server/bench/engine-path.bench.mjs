@@ -23,7 +23,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { serverPort } from './run-guard.mjs';
+import { freePort } from '@vigil/shared-types/node';
 
 const { makeModel } = await import('../dist/index.js');
 const { completePlain, plainStops } = await import('../dist/engine-plain.js');
@@ -195,7 +195,7 @@ async function inProcess(model, sequence, wrapper, text) {
 }
 
 async function startAnchor(modelPath) {
-  const port = await serverPort();
+  const port = await freePort();
   const argv = ['-m', modelPath, '--host', '127.0.0.1', '--port', String(port), '--parallel', '2', '-c', '8192'].concat(
     ['-t', String(THREADS), '-tb', String(THREADS), '--log-disable'],
   );

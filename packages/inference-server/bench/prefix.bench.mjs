@@ -35,8 +35,8 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { inferenceClient } from '@vigil/shared-types/node';
-import { guardRun, serverPort } from './run-guard.mjs';
+import { freePort, inferenceClient } from '@vigil/shared-types/node';
+import { guardRun } from './run-guard.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'inference-server.js');
@@ -284,7 +284,7 @@ async function waitReady(port, child, name) {
 }
 
 async function startServer(kind, model, extra = []) {
-  const port = await serverPort();
+  const port = await freePort();
   const argv =
     kind === 'vigil'
       ? [CLI, 'serve', '--model', model, '--model-id', 'bench', '--http', `127.0.0.1:${port}`, '--parallel', '2']

@@ -15,6 +15,7 @@
  */
 import type { ChatWrapper, LlamaContextSequence, LlamaModel, LlamaText, Token } from 'node-llama-cpp';
 import type { CompletionInput, CompletionOutput } from './engine-types.js';
+import { completionTokensOf, samplerSettings } from './sampling.js';
 
 /** Generated tokens the frequency and presence penalties look at (LlamaChat's default). */
 const PENALTY_TOKENS = 64;
@@ -112,7 +113,7 @@ export async function completePlain(
   let text = '';
   let emitted = 0;
   const nl = model.tokens.nl;
-  const penalize = input.frequencyPenalty > 0 || input.presencePenalty > 0;
+  const { sampler, penalties } = samplerSettings(input);
   const emit = (upTo: number) => {
     if (upTo > emitted) input.onText?.(text.slice(emitted, upTo));
     emitted = Math.max(emitted, upTo);
@@ -121,22 +122,21 @@ export async function completePlain(
     text: text.slice(0, emitted),
     finishReason,
     calls: [],
-    completionTokens: finishReason === 'length' ? Math.max(generated.length, maxTokens) : generated.length,
+    completionTokens: completionTokensOf(
+      { stopReason: finishReason === 'length' ? 'maxTokens' : 'eogToken' },
+      generated.length,
+      maxTokens,
+    ),
     stopSequence,
   });
   const iterator = sequence.evaluate(toEvaluate, {
-    temperature: input.temperature,
-    topP: input.topP,
-    ...(input.topK ? { topK: input.topK } : {}),
-    ...(input.seed !== null ? { seed: input.seed } : {}),
-    ...(penalize
+    ...sampler,
+    ...(penalties
       ? {
           repeatPenalty: {
+            ...penalties,
             punishTokens: () => generated.slice(-PENALTY_TOKENS).filter((t) => t !== nl),
             maxPunishTokens: PENALTY_TOKENS,
-            penalty: 1,
-            frequencyPenalty: Math.min(1, Math.max(0, input.frequencyPenalty)),
-            presencePenalty: Math.min(1, Math.max(0, input.presencePenalty)),
           },
         }
       : {}),

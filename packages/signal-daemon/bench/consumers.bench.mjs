@@ -16,11 +16,11 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { daemonClient } from '@vigil/shared-types/node';
+import { daemonClient, freePort } from '@vigil/shared-types/node';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'signal-daemon.js');
 const HOST = '127.0.0.1';
@@ -34,14 +34,6 @@ const now = () => Number(process.hrtime.bigint()) / 1e6;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
 let tmp = null;
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, HOST, () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 async function startDaemon(account, localnet, dataDir, extra = []) {
   const http = await freePort();

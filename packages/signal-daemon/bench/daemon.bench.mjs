@@ -45,11 +45,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { request } from 'node:http';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { daemonClient } from '@vigil/shared-types/node';
+import { daemonClient, freePort } from '@vigil/shared-types/node';
 import { percentiles, STAGES, Stages, wallClock } from './stages.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -178,16 +178,6 @@ async function startBare() {
 }
 
 /** A port free on 127.0.0.1 right now (the daemon is started with --log-level warn, so it does not print its port). */
-async function freePort() {
-  const s = createServer();
-  s.listen(0, HOST);
-  await once(s, 'listening');
-  const { port } = s.address();
-  s.close();
-  await once(s, 'close');
-  return port;
-}
-
 /** Whether the daemon on `port` serves (its check answers 200), within a second. */
 function serving(port) {
   return daemonClient({ host: HOST, port }, { timeoutMs: 1000 })

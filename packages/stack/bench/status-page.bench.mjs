@@ -15,23 +15,16 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@vigil/shared-types/node';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const { writeSampleHistory } = await import(join(HERE, '..', 'dist', 'status-page', 'sample.js'));
 const VIGIL = join(HERE, '..', 'bin', 'vigil.js');
 const RUNS = Number(process.argv.find((a) => a.startsWith('--runs='))?.slice(7) ?? 21);
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 const get = (port, path) =>
   new Promise((resolve, reject) => {
     const t0 = performance.now();

@@ -44,10 +44,11 @@
 import { fork, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { availableParallelism, cpus, platform } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '@vigil/shared-types/node';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CLI = join(HERE, '..', 'bin', 'tcp-relay.js');
@@ -167,16 +168,6 @@ function nextMessage(child, match, ms, what) {
 // ---- the servers, the client and the relays ------------------------------------------------------
 
 /** A port free on `host` right now. */
-async function freePort(host) {
-  const s = createServer();
-  s.listen({ host, port: 0, exclusive: true });
-  await once(s, 'listening');
-  const { port } = s.address();
-  s.close();
-  await once(s, 'close');
-  return port;
-}
-
 /** Connects until something accepts on host:port (the relay at --log-level warn prints nothing). */
 async function waitAccepting(host, port, child, what) {
   const deadline = Date.now() + START_TIMEOUT_MS;

@@ -15,6 +15,7 @@ export * from './listen.js';
 export * from './lock.js';
 export * from './logger.js';
 export * from './options.js';
+export * from './ports.js';
 export * from './proc.js';
 export * from './sd-notify.js';
 export * from './serve.js';
