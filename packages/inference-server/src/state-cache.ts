@@ -24,7 +24,8 @@ const DIR_PREFIX = 'vigil-inference-state-';
 
 interface Entry {
   readonly file: string;
-  readonly tokens: readonly Token[];
+  /** The state's tokens, 4 bytes each outside V8's heap (the index's only per-token cost). */
+  readonly tokens: Uint32Array;
   readonly bytes: number;
   readonly lastUsed: number;
 }
@@ -142,7 +143,7 @@ export class StateCache {
     try {
       const { fileSize } = await sequence.saveStateToFile(file);
       this.bytesPerToken = Math.max(this.bytesPerToken, Math.ceil(fileSize / Math.max(1, tokens.length)));
-      this.entries.push({ file, tokens: [...tokens], bytes: fileSize, lastUsed: ++this.clock });
+      this.entries.push({ file, tokens: Uint32Array.from(tokens), bytes: fileSize, lastUsed: ++this.clock });
       this.total += fileSize;
       this.saves++;
       this.evictTo(this.maxBytes, keep);
