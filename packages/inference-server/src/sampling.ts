@@ -1,7 +1,8 @@
 /**
  * What a chat completion (LlamaChat, or the plain token loop) and a raw text completion
- * (LlamaCompletion) share: the sampling options taken from the engine's one input, the count of generated tokens, and how a
- * finished generation's metadata reads back (its token count, the stop string that ended it).
+ * (LlamaCompletion) share: the sampling options taken from the engine's one input, the count of
+ * generated tokens, and how a finished generation's metadata reads back (its token count, the
+ * stop string that ended it).
  */
 import type { CompletionInput } from './engine-types.js';
 
