@@ -3,7 +3,8 @@
 // prompt and the same greedy generation through node-llama-cpp's raw sequence API
 // (evaluateWithoutGeneratingNewTokens / evaluate), through LlamaChat (what the server's chat
 // completions with tools or a grammar run: chat template, stop triggers, text chunks), through the
-// server's plain path (engine-plain.ts: chat completions with neither) and through LlamaCompletion
+// server's plain path (engine-plain.ts: chat completions with neither; its steps through
+// node-llama-cpp's batch queue, and direct as when alone on the model, engine-step.ts) and through LlamaCompletion
 // (legacy completions), and, when LLAMA_SERVER gives its path, through llama-server's /completion on the
 // same GGUF and threads. Run `pnpm build` first, then `pnpm bench engine-path`, or:
 //
@@ -122,6 +123,26 @@ async function inProcess(model, sequence, wrapper, text) {
   ];
   const st = wrapper.generateContextState({ chatHistory: short }).contextText.tokenize(model.tokenizer);
   // Generation from its first token on (the prompt before it is not counted).
+  const plain = (stepping) => async (onToken) => {
+    let seen = 0;
+    const input = {
+      messages: [],
+      maxTokens: GEN,
+      temperature: 0,
+      topP: 1,
+      seed: null,
+      stop: [],
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      signal: new AbortController().signal,
+      onText: () => {},
+      onTokens: (count) => {
+        onToken(new Array(count - seen));
+        seen = count;
+      },
+    };
+    await completePlain(sequence, st, GEN, plainStops(wrapper, model) ?? [], input, stepping);
+  };
   const paths = [
     [
       'raw sequence API',
@@ -142,30 +163,10 @@ async function inProcess(model, sequence, wrapper, text) {
         c.dispose({ disposeSequence: false });
       },
     ],
-    [
-      // What the server runs for a chat completion with no tools and no grammar.
-      'plain path (engine-plain)',
-      async (onToken) => {
-        let seen = 0;
-        const input = {
-          messages: [],
-          maxTokens: GEN,
-          temperature: 0,
-          topP: 1,
-          seed: null,
-          stop: [],
-          frequencyPenalty: 0,
-          presencePenalty: 0,
-          signal: new AbortController().signal,
-          onText: () => {},
-          onTokens: (count) => {
-            onToken(new Array(count - seen));
-            seen = count;
-          },
-        };
-        await completePlain(sequence, st, GEN, plainStops(wrapper, model) ?? [], input);
-      },
-    ],
+    // What the server runs for a chat completion with no tools and no grammar: with every step
+    // through node-llama-cpp's batch queue, and alone on the model (direct steps, engine-step.ts).
+    ['plain path (engine-plain)', plain(null)],
+    ['plain path, direct steps', plain({ alone: () => true, threads: THREADS })],
     [
       'LlamaCompletion',
       (onToken) =>

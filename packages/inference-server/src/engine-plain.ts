@@ -14,6 +14,7 @@
  * LlamaChat, as does a stop trigger that is neither an end-of-generation token nor plain text.
  */
 import type { ChatWrapper, LlamaContextSequence, LlamaModel, LlamaText, Token } from 'node-llama-cpp';
+import { type Stepping, sampledTokens } from './engine-step.js';
 import type { CompletionInput, CompletionOutput } from './engine-types.js';
 import { completionTokensOf, samplerSettings } from './sampling.js';
 
@@ -92,7 +93,8 @@ type PlainOutput = Omit<CompletionOutput, 'promptTokens' | 'cachedTokens' | 'res
  * Generates the answer to the prompt `tokens` on `sequence` (held exclusively by the caller):
  * evaluates what the sequence does not hold yet, then samples until an end-of-generation token, a
  * stop text or `maxTokens`. `templateStops` end the answer silently; the request's `stop` strings
- * are reported as the stop sequence. An aborted signal throws its reason.
+ * are reported as the stop sequence. An aborted signal throws its reason. `stepping`: when steps
+ * may skip node-llama-cpp's batch queue (engine-step.ts); null: every step through `evaluate`.
  */
 export async function completePlain(
   sequence: LlamaContextSequence,
@@ -100,6 +102,7 @@ export async function completePlain(
   maxTokens: number,
   templateStops: readonly string[],
   input: CompletionInput,
+  stepping: Stepping | null = null,
 ): Promise<PlainOutput> {
   const model = sequence.model;
   const signal = input.signal;
@@ -129,19 +132,23 @@ export async function completePlain(
     ),
     stopSequence,
   });
-  const iterator = sequence.evaluate(toEvaluate, {
-    ...sampler,
-    ...(penalties
-      ? {
-          repeatPenalty: {
-            ...penalties,
-            punishTokens: () => generated.slice(-PENALTY_TOKENS).filter((t) => t !== nl),
-            maxPunishTokens: PENALTY_TOKENS,
-          },
-        }
-      : {}),
-    yieldEogToken: true,
-  });
+  const iterator = sampledTokens(
+    sequence,
+    toEvaluate,
+    {
+      ...sampler,
+      ...(penalties
+        ? {
+            repeatPenalty: {
+              ...penalties,
+              punishTokens: () => generated.slice(-PENALTY_TOKENS).filter((t) => t !== nl),
+              maxPunishTokens: PENALTY_TOKENS,
+            },
+          }
+        : {}),
+    },
+    stepping,
+  );
   let sampled = 0;
   // The tokens held back (a character split over tokens) join the text.
   const release = (chunk: string) => {

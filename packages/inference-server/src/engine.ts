@@ -18,6 +18,7 @@ import type {
 import { installAdaptiveThreads } from './adaptive-threads.js';
 import { completeChat } from './engine-chat.js';
 import { completePlain, plainStops } from './engine-plain.js';
+import type { Stepping } from './engine-step.js';
 import { completeText, Embeddings, textPromptTokens } from './engine-text.js';
 import type { CompletionInput, CompletionOutput, CompletionSettings, EngineOptions } from './engine-types.js';
 import { ContextLengthError, ModelLoadError } from './errors.js';
@@ -49,6 +50,9 @@ export class Engine {
   private readonly plain: string[] | null;
   /** Told when each completion begins, makes progress and ends (EngineOptions.progress). */
   private progress: ProgressTracker | null = null;
+  /** Completions running on the context now: a plain answer alone on it steps directly (engine-step.ts). */
+  private running = 0;
+  private readonly stepping: Stepping;
 
   private constructor(
     private readonly lib: NodeLlamaCpp,
@@ -75,6 +79,7 @@ export class Engine {
   ) {
     this.embeddings = new Embeddings(model, info.contextSize, info.threads);
     this.plain = plainStops(chatWrapper, model);
+    this.stepping = { alone: () => this.running === 1, threads: info.threads };
   }
 
   /** Loads the model and creates the context. Throws ModelLoadError with a one-line reason. */
@@ -257,6 +262,7 @@ export class Engine {
     // The progress tracker (progress.ts) sees the prompt's size, then every token, then the end.
     const progress = this.progress;
     progress?.begin(slot, promptTokens);
+    this.running++;
     try {
       const onTokens = (n: number) => {
         progress?.progress(slot);
@@ -269,10 +275,11 @@ export class Engine {
       // An answer with no tools and no grammar is generated from the token loop itself (engine-plain.ts).
       const chat =
         this.plain && !calling && !input.grammar
-          ? await completePlain(sequence, tokens, maxTokens, this.plain, { ...input, onTokens })
+          ? await completePlain(sequence, tokens, maxTokens, this.plain, { ...input, onTokens }, this.stepping)
           : await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
       return { ...chat, ...reuse };
     } finally {
+      this.running--;
       progress?.end(slot);
     }
   }

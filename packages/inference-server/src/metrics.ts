@@ -60,6 +60,8 @@ export interface MetricsGauges {
   } | null;
   /** Progress of the completions under way; absent: the four progress gauges are left out. */
   readonly progress?: ProgressReport;
+  /** Steps of plain answers taken straight to the addon context (engine-step.ts). */
+  readonly directSteps?: number;
 }
 
 export const MODEL_STATES = ['loading', 'ready', 'failed', 'stopping', 'stopped'] as const;
@@ -148,6 +150,12 @@ export class Metrics {
     out.push(`inference_state_saves_total ${c?.saves ?? 0}`);
     head('inference_state_evictions_total', 'counter', 'Saved states dropped to stay within the bound.');
     out.push(`inference_state_evictions_total ${c?.evictions ?? 0}`);
+    head(
+      'inference_direct_steps_total',
+      'counter',
+      'Generation steps of plain answers taken straight to the model, alone on it (not batched).',
+    );
+    out.push(`inference_direct_steps_total ${g.directSteps ?? 0}`);
   }
 
   /** The exposition text. */

@@ -9,6 +9,7 @@ import { hostAllowed, hostHeaderName, INFERENCE_PATHS } from '@vigil/shared-type
 import { keyMatches, requestKey } from './auth.js';
 import { checkOrigin, isJsonBody, unsupportedMediaType } from './browser.js';
 import type { ServerContext } from './context.js';
+import { directSteps } from './engine-step.js';
 import type { ApiError } from './errors.js';
 import { sendJson } from './http.js';
 import { decodePathPart, lastResort, requestPath } from './last-resort.js';
@@ -121,6 +122,7 @@ export function createHandler(
         sequences: scheduler.slots,
         stateCache: ctx.engine()?.states ?? null,
         progress: ctx.progress.report(),
+        directSteps: directSteps(),
       });
       res.writeHead(200, { 'content-type': METRICS_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
       res.end(req.method === 'HEAD' ? undefined : text);

@@ -47,11 +47,20 @@ describe('stop strings in generated text', () => {
 describe('plain generation answers as LlamaChat', () => {
   const tmp = tmpDir();
   const model = join(tmp.dir, 'tiny.gguf');
+  type Answer = { text: string; finishReason: string; stopSequence: string | null; completionTokens: number };
   let results: {
     name: string;
     chat: { text: string; finishReason: string; stopSequence: string | null };
-    plain: { text: string; finishReason: string; stopSequence: string | null; completionTokens: number };
+    plain: Answer;
     streamed: string;
+    /** The same through direct steps (engine-step.ts), how many steps went direct, and what the sequence held after. */
+    direct: Answer;
+    streamedDirect: string;
+    steps: number;
+    held: number;
+    prompt: number;
+    /** The same prompt again through evaluate, on the sequence the direct steps left. */
+    again: Answer;
     stop: string | null;
   }[];
 
@@ -66,6 +75,7 @@ const { createRequire } = await import('node:module');
 const lib = await import(createRequire(${JSON.stringify(join(DIST, '..', 'package.json'))}).resolve('node-llama-cpp'));
 const { completeChat } = await import(${JSON.stringify(join(DIST, 'engine-chat.js'))});
 const { completePlain, plainStops } = await import(${JSON.stringify(join(DIST, 'engine-plain.js'))});
+const { directSteps } = await import(${JSON.stringify(join(DIST, 'engine-step.js'))});
 const llama = await lib.getLlama({ gpu: false, logLevel: 'error' });
 const model = await llama.loadModel({ modelPath: process.argv[2] });
 const context = await model.createContext({ sequences: 2, threads: 1, contextSize: 1024 });
@@ -78,19 +88,33 @@ const tokens = wrapper.generateContextState({ chatHistory: [{ type: 'system', te
 const base = { messages, maxTokens: 48, temperature: 0, topP: 1, seed: null, stop: [], frequencyPenalty: 0, presencePenalty: 0 };
 const input = (o, extra = {}) => ({ ...base, ...o, signal: new AbortController().signal, ...extra });
 const out = [];
-async function compare(name, o) {
+// Direct steps (engine-step.ts) while the completion is alone; \`alone\` may change between steps.
+const alone = (f = () => true) => ({ alone: f, threads: 1 });
+async function compare(name, o, stepping = alone()) {
   await a.clearHistory(); await b.clearHistory();
   const chat = await completeChat(lib, wrapper, a, 48, input(o));
   let streamed = '';
   const plain = await completePlain(b, tokens, 48, stops, input(o, { onText: (t) => { streamed += t; } }));
-  out.push({ name, chat, plain, streamed, stop: o.stop?.[0] ?? null });
+  await b.clearHistory();
+  const before = directSteps();
+  let streamedDirect = '';
+  const direct = await completePlain(b, tokens, 48, stops, input(o, { onText: (t) => { streamedDirect += t; } }), stepping);
+  const steps = directSteps() - before;
+  const held = b.contextTokens.length;
+  // Then the same prompt again through evaluate, on what the direct steps left in the sequence.
+  const again = await completePlain(b, tokens, 48, stops, input(o));
+  out.push({ name, chat, plain, streamed, direct, streamedDirect, steps, held, prompt: tokens.length, again, stop: o.stop?.[0] ?? null });
   return plain;
 }
 const greedy = await compare('greedy', {});
 await compare('seeded', { temperature: 1.3, seed: 7 });
 await compare('penalties', { temperature: 1.3, seed: 11, frequencyPenalty: 0.8, presencePenalty: 0.6 });
+await compare('greedy with penalties', { frequencyPenalty: 0.8, presencePenalty: 0.6 });
 await compare('stop string', { stop: [greedy.text.slice(9, 13)] });
 await compare('stop string never met', { stop: ['\\u00e9\\u00e9\\u00e9'] });
+let k = 0;
+await compare('alone now and then', {}, alone(() => ++k % 3 !== 0));
+await compare('never alone', {}, alone(() => false));
 process.stdout.write(JSON.stringify(out));
 process.exit(0);
 `,
@@ -103,18 +127,51 @@ process.exit(0);
   }, 90_000);
   afterAll(() => tmp.cleanup());
 
-  it.each(['greedy', 'seeded', 'penalties', 'stop string', 'stop string never met'])(
-    '%s: same text and end',
+  const CASES = [
+    'greedy',
+    'seeded',
+    'penalties',
+    'greedy with penalties',
+    'stop string',
+    'stop string never met',
+    'alone now and then',
+    'never alone',
+  ];
+  it.each(CASES)('%s: same text and end', (name) => {
+    const r = results.find((x) => x.name === name)!;
+    expect(r.plain.text.length).toBeGreaterThan(0);
+    expect(r.plain.text).toBe(r.chat.text);
+    expect(r.plain.finishReason).toBe(r.chat.finishReason);
+    expect(r.plain.stopSequence).toBe(r.chat.stopSequence);
+    // What was streamed is the text, whole.
+    expect(r.streamed).toBe(r.plain.text);
+  });
+
+  it.each(CASES)(
+    '%s, with direct steps: the same text and end, and the sequence left as evaluate leaves it',
     (name) => {
       const r = results.find((x) => x.name === name)!;
-      expect(r.plain.text.length).toBeGreaterThan(0);
-      expect(r.plain.text).toBe(r.chat.text);
-      expect(r.plain.finishReason).toBe(r.chat.finishReason);
-      expect(r.plain.stopSequence).toBe(r.chat.stopSequence);
-      // What was streamed is the text, whole.
-      expect(r.streamed).toBe(r.plain.text);
+      expect(r.direct.text).toBe(r.chat.text);
+      expect(r.direct.finishReason).toBe(r.chat.finishReason);
+      expect(r.direct.stopSequence).toBe(r.chat.stopSequence);
+      expect(r.streamedDirect).toBe(r.direct.text);
+      // The prompt reused from what the direct steps left answers the same again.
+      expect(r.again.text).toBe(r.chat.text);
     },
   );
+
+  it('steps go direct while the completion is alone, through evaluate otherwise, never for a seeded sampler', () => {
+    const steps = Object.fromEntries(results.map((r) => [r.name, r.steps]));
+    // 48 tokens: the first sampled after the prompt's evaluation, the other 47 by direct steps.
+    expect(steps).toMatchObject({ greedy: 47, 'greedy with penalties': 47, 'stop string never met': 47 });
+    expect(steps['stop string']).toBeGreaterThan(0);
+    expect(steps['alone now and then']).toBeGreaterThan(5);
+    expect(steps['alone now and then']).toBeLessThan(40);
+    expect(steps).toMatchObject({ seeded: 0, penalties: 0, 'never alone': 0 });
+    // The sequence holds the prompt and every token decoded: all generated but the last sampled.
+    const greedy = results.find((x) => x.name === 'greedy')!;
+    expect(greedy.held).toBe(greedy.prompt + 47);
+  });
 
   it('a stop string ends the answer before it, and is reported', () => {
     const r = results.find((x) => x.name === 'stop string')!;

@@ -1,0 +1,201 @@
+/**
+ * The token loop of a plain answer. node-llama-cpp's `sequence.evaluate` spends about 0.25 ms of
+ * the event loop on each step (its batch queue and dispatch, the sampler's configuration, locks,
+ * a new array of the sequence's tokens), during which the model waits: on a small model, 5% of a
+ * step. While a completion is the only one on the context, its steps here go straight to the
+ * addon context (a one-token batch, the decode, the sample), under the context's own lock, and
+ * the sequence's record of its tokens is kept as node-llama-cpp keeps it, so that prefix reuse,
+ * state saving and the next `evaluate` see the same sequence. The prompt, every step while other
+ * completions run (whose steps node-llama-cpp batches with this one's), a seeded sampler (whose
+ * random state must run unbroken) and a context about to be shifted go through `evaluate`.
+ *
+ * Uses internals of node-llama-cpp 3.22 (the addon context and sampler, the sequence's token
+ * record, the context's lock in node-llama-cpp's own lifecycle-utils), each checked before use:
+ * without one of them, every step goes through `evaluate`.
+ */
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import type { LlamaContextSequence, Token } from 'node-llama-cpp';
+
+/** The sampler settings `evaluate` takes (temperature, topP, topK, seed, repeatPenalty). */
+export type StepSampling = NonNullable<Parameters<LlamaContextSequence['evaluate']>[1]>;
+
+/** When a step may go straight to the addon, and with how many threads. */
+export interface Stepping {
+  /** Whether this completion is the only one on the context now. */
+  readonly alone: () => boolean;
+  /** Threads of a one-token step (the server's --threads). */
+  readonly threads: number;
+}
+
+interface AddonSampler {
+  applyConfig(config: object): void;
+  dispose(): void;
+}
+interface AddonContext {
+  initBatch(size: number): void;
+  addToBatch(sequenceId: number, firstTokenIndex: number, tokens: Uint32Array, logits: Uint32Array): ArrayLike<number>;
+  decodeBatch(): Promise<void>;
+  sampleToken(batchLogitIndex: number, sampler: AddonSampler): Promise<number>;
+  setThreads(threads: number): void;
+}
+interface Internals {
+  readonly _sequenceId: number;
+  _contextTokens: Token[];
+  _nextTokenIndex: number;
+  readonly _loadedTokenPredictions: readonly unknown[];
+  readonly needsCheckpoints: boolean;
+  readonly disposed: boolean;
+  _resolveSamplerConfig(options: object): object;
+  readonly model: { readonly _model: unknown };
+  readonly _context: {
+    readonly _ctx: AddonContext;
+    readonly contextSize: number;
+    readonly _backendContextDisposeGuard: { createPreventDisposalHandle(): { dispose(): void } };
+    readonly _llama: {
+      readonly gpu: string | false;
+      readonly _bindings: { AddonSampler: new (model: unknown) => AddonSampler };
+    };
+  };
+}
+type Lock = { dispose(): void };
+type AcquireLock = (scope: [object, string]) => Promise<Lock>;
+
+let lockModule: Promise<AcquireLock | null> | null = null;
+/**
+ * node-llama-cpp's `acquireLock`: its lifecycle-utils as node-llama-cpp itself resolves it, the
+ * same module instance, so that a lock on `[context, 'context']` excludes its batch dispatch.
+ */
+function contextLock(): Promise<AcquireLock | null> {
+  lockModule ??= (async () => {
+    try {
+      const fromLlama = createRequire(createRequire(import.meta.url).resolve('node-llama-cpp'));
+      const mod = (await import(pathToFileURL(fromLlama.resolve('lifecycle-utils')).href)) as {
+        acquireLock?: AcquireLock;
+      };
+      return typeof mod.acquireLock === 'function' ? mod.acquireLock : null;
+    } catch {
+      return null;
+    }
+  })();
+  return lockModule;
+}
+
+/** The sequence's internals when every one a direct step needs is there; null otherwise. */
+function internalsOf(sequence: LlamaContextSequence): Internals | null {
+  const s = sequence as unknown as Partial<Internals>;
+  const c = s._context;
+  const ctx = c?._ctx;
+  const ok =
+    typeof s._sequenceId === 'number' &&
+    Array.isArray(s._contextTokens) &&
+    typeof s._nextTokenIndex === 'number' &&
+    Array.isArray(s._loadedTokenPredictions) &&
+    s.needsCheckpoints === false &&
+    typeof s._resolveSamplerConfig === 'function' &&
+    s.model?._model != null &&
+    c != null &&
+    ctx != null &&
+    ['initBatch', 'addToBatch', 'decodeBatch', 'sampleToken', 'setThreads'].every(
+      (m) => typeof (ctx as unknown as Record<string, unknown>)[m] === 'function',
+    ) &&
+    typeof c._backendContextDisposeGuard?.createPreventDisposalHandle === 'function' &&
+    typeof c._llama?._bindings?.AddonSampler === 'function' &&
+    // node-llama-cpp serialises Vulkan decodes across contexts with a lock of its own.
+    c._llama.gpu !== 'vulkan';
+  return ok ? (s as Internals) : null;
+}
+
+const NO_LOGITS_BUT_THE_LAST = Uint32Array.of(0);
+let stepsTaken = 0;
+/** Steps taken directly in this process so far. */
+export const directSteps = (): number => stepsTaken;
+
+/**
+ * One step on the addon: decodes `token` at the sequence's next position, records it as the
+ * sequence's (as node-llama-cpp's own decode does), and samples the next token.
+ */
+async function directStep(
+  s: Internals,
+  acquire: AcquireLock,
+  token: Token,
+  sampler: AddonSampler,
+  sampling: StepSampling,
+  threads: number,
+): Promise<Token> {
+  const context = s._context;
+  const lock = await acquire([context, 'context']);
+  try {
+    if (s.disposed) throw new Error('the sequence is disposed');
+    const guard = context._backendContextDisposeGuard.createPreventDisposalHandle();
+    try {
+      const ctx = context._ctx;
+      const at = s._nextTokenIndex;
+      ctx.initBatch(1);
+      const [logitIndex] = Array.from(ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST));
+      ctx.setThreads(threads);
+      await ctx.decodeBatch();
+      s._nextTokenIndex = at + 1;
+      s._contextTokens.push(token);
+      sampler.applyConfig(s._resolveSamplerConfig(sampling));
+      const next = await ctx.sampleToken(logitIndex as number, sampler);
+      if (next === -1) throw new Error('Failed to sample next token');
+      stepsTaken++;
+      return next as Token;
+    } finally {
+      guard.dispose();
+    }
+  } finally {
+    lock.dispose();
+  }
+}
+
+/**
+ * The tokens sampled after `tokens` on `sequence` (held exclusively by the caller), end-of-
+ * generation tokens included, until the caller stops asking: what `sequence.evaluate(tokens,
+ * {...sampling, yieldEogToken: true})` yields, with the steps taken directly where `stepping`
+ * allows (see above). Without `stepping`, exactly that `evaluate`.
+ */
+export async function* sampledTokens(
+  sequence: LlamaContextSequence,
+  tokens: readonly Token[],
+  sampling: StepSampling,
+  stepping: Stepping | null,
+): AsyncGenerator<Token, void, undefined> {
+  const s = stepping ? internalsOf(sequence) : null;
+  const acquire = s ? await contextLock() : null;
+  // A seeded random sampler is one random sequence: it is never handed from one sampler to another.
+  const seeded = sampling.seed != null && (sampling.temperature ?? 0) > 0;
+  const direct = () =>
+    s !== null &&
+    acquire !== null &&
+    !seeded &&
+    stepping!.alone() &&
+    s._loadedTokenPredictions.length === 0 &&
+    s._context.contextSize - 1 - s._nextTokenIndex > 0;
+  let pending: readonly Token[] = tokens;
+  let sampler: AddonSampler | null = null;
+  try {
+    for (;;) {
+      if (pending.length === 1 && direct()) {
+        sampler ??= new s!._context._llama._bindings.AddonSampler(s!.model._model);
+        const next = await directStep(s!, acquire!, pending[0]!, sampler, sampling, stepping!.threads);
+        pending = [next];
+        yield next;
+        continue;
+      }
+      let handOver = false;
+      for await (const next of sequence.evaluate(pending as Token[], { ...sampling, yieldEogToken: true })) {
+        pending = [next];
+        yield next;
+        if (direct()) {
+          handOver = true;
+          break;
+        }
+      }
+      if (!handOver) return;
+    }
+  } finally {
+    sampler?.dispose();
+  }
+}
