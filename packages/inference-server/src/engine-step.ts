@@ -112,41 +112,37 @@ let stepsTaken = 0;
 export const directSteps = (): number => stepsTaken;
 
 /**
- * One step on the addon: decodes `token` at the sequence's next position, records it as the
- * sequence's (as node-llama-cpp's own decode does), and samples the next token.
+ * One step on the addon, the context's lock held by the caller: decodes `token` at the sequence's
+ * next position, records it as the sequence's (as node-llama-cpp's own decode does), and samples
+ * the next token. `sampling` is given to the sampler first when it changes from step to step (the
+ * tokens a penalty punishes); null: the sampler keeps the settings it was given.
  */
 async function directStep(
   s: Internals,
-  acquire: AcquireLock,
   token: Token,
   sampler: AddonSampler,
-  sampling: StepSampling,
+  sampling: StepSampling | null,
   threads: number,
 ): Promise<Token> {
+  if (s.disposed) throw new Error('the sequence is disposed');
   const context = s._context;
-  const lock = await acquire([context, 'context']);
+  const guard = context._backendContextDisposeGuard.createPreventDisposalHandle();
   try {
-    if (s.disposed) throw new Error('the sequence is disposed');
-    const guard = context._backendContextDisposeGuard.createPreventDisposalHandle();
-    try {
-      const ctx = context._ctx;
-      const at = s._nextTokenIndex;
-      ctx.initBatch(1);
-      const [logitIndex] = Array.from(ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST));
-      ctx.setThreads(threads);
-      await ctx.decodeBatch();
-      s._nextTokenIndex = at + 1;
-      s._contextTokens.push(token);
-      sampler.applyConfig(s._resolveSamplerConfig(sampling));
-      const next = await ctx.sampleToken(logitIndex as number, sampler);
-      if (next === -1) throw new Error('Failed to sample next token');
-      stepsTaken++;
-      return next as Token;
-    } finally {
-      guard.dispose();
-    }
+    const ctx = context._ctx;
+    const at = s._nextTokenIndex;
+    ctx.initBatch(1);
+    const [logitIndex] = Array.from(ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST));
+    ctx.setThreads(threads);
+    await ctx.decodeBatch();
+    s._nextTokenIndex = at + 1;
+    s._contextTokens.push(token);
+    if (sampling) sampler.applyConfig(s._resolveSamplerConfig(sampling));
+    const next = await ctx.sampleToken(logitIndex as number, sampler);
+    if (next === -1) throw new Error('Failed to sample next token');
+    stepsTaken++;
+    return next as Token;
   } finally {
-    lock.dispose();
+    guard.dispose();
   }
 }
 
@@ -173,17 +169,35 @@ export async function* sampledTokens(
     stepping!.alone() &&
     s._loadedTokenPredictions.length === 0 &&
     s._context.contextSize - 1 - s._nextTokenIndex > 0;
+  // Without a penalty (whose punished tokens change every step) the settings are given once.
+  const perStep = sampling.repeatPenalty ? sampling : null;
   let pending: readonly Token[] = tokens;
   let sampler: AddonSampler | null = null;
+  // The context's lock, held from one direct step to the next while the completion stays alone
+  // (anything else that needs the context counts itself in `alone` before it waits for the lock).
+  let lock: Lock | null = null;
+  const release = () => {
+    lock?.dispose();
+    lock = null;
+  };
   try {
     for (;;) {
       if (pending.length === 1 && direct()) {
-        sampler ??= new s!._context._llama._bindings.AddonSampler(s!.model._model);
-        const next = await directStep(s!, acquire!, pending[0]!, sampler, sampling, stepping!.threads);
+        lock ??= await acquire!([s!._context, 'context']);
+        if (!direct()) {
+          release();
+          continue;
+        }
+        if (!sampler) {
+          sampler = new s!._context._llama._bindings.AddonSampler(s!.model._model);
+          sampler.applyConfig(s!._resolveSamplerConfig(sampling));
+        }
+        const next = await directStep(s!, pending[0]!, sampler, perStep, stepping!.threads);
         pending = [next];
         yield next;
         continue;
       }
+      release();
       let handOver = false;
       for await (const next of sequence.evaluate(pending as Token[], { ...sampling, yieldEogToken: true })) {
         pending = [next];
@@ -196,6 +210,7 @@ export async function* sampledTokens(
       if (!handOver) return;
     }
   } finally {
+    release();
     sampler?.dispose();
   }
 }

@@ -246,6 +246,21 @@ export class Engine {
     if (this.disposed) throw new Error('the model is disposed');
     const sequence = this.sequences[slot];
     if (!sequence) throw new Error(`no sequence ${slot}`);
+    // Counted from the start: a completion alone on the context, stepping directly, lets go of the
+    // context's lock at its next step once another one begins (its saved-state work needs it too).
+    this.running++;
+    try {
+      return await this.completeOn(sequence, slot, input);
+    } finally {
+      this.running--;
+    }
+  }
+
+  private async completeOn(
+    sequence: LlamaContextSequence,
+    slot: number,
+    input: CompletionInput,
+  ): Promise<CompletionOutput> {
     const calling = input.functionCalling;
     const tokens = input.promptTokens ?? this.requestTokens(input, calling?.functions);
     const promptTokens = tokens.length;
@@ -262,7 +277,6 @@ export class Engine {
     // The progress tracker (progress.ts) sees the prompt's size, then every token, then the end.
     const progress = this.progress;
     progress?.begin(slot, promptTokens);
-    this.running++;
     try {
       const onTokens = (n: number) => {
         progress?.progress(slot);
@@ -279,7 +293,6 @@ export class Engine {
           : await completeChat(this.lib, this.chatWrapper, sequence, maxTokens, { ...input, onTokens });
       return { ...chat, ...reuse };
     } finally {
-      this.running--;
       progress?.end(slot);
     }
   }
