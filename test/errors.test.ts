@@ -50,6 +50,12 @@ const BARE_ERRORS: readonly { file: string; text: string; why: string }[] = [
   { file: 'health-check/src/checks/daemon.ts', text: 'no result.version', why: "becomes the check's detail" },
   { file: 'inference-server/src/engine.ts', text: 'the model is disposed', why: 'used after dispose: a bug' },
   { file: 'inference-server/src/engine.ts', text: 'no sequence', why: 'a slot that does not exist: a bug' },
+  { file: 'inference-server/src/engine-step.ts', text: 'the sequence is disposed', why: 'used after dispose: a bug' },
+  {
+    file: 'inference-server/src/engine-step.ts',
+    text: 'Failed to sample next token',
+    why: "node-llama-cpp's own error for the same failure",
+  },
   {
     file: 'inference-server/src/gguf/vocabulary.ts',
     text: 'cannot build a vocabulary',
