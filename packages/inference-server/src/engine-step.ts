@@ -66,7 +66,7 @@ let lockModule: Promise<AcquireLock | null> | null = null;
  * node-llama-cpp's `acquireLock`: its lifecycle-utils as node-llama-cpp itself resolves it, the
  * same module instance, so that a lock on `[context, 'context']` excludes its batch dispatch.
  */
-function contextLock(): Promise<AcquireLock | null> {
+export function contextLock(): Promise<AcquireLock | null> {
   lockModule ??= (async () => {
     try {
       const fromLlama = createRequire(createRequire(import.meta.url).resolve('node-llama-cpp'));

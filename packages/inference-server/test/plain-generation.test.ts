@@ -63,6 +63,7 @@ describe('plain generation answers as LlamaChat', () => {
     again: Answer;
     stop: string | null;
   }[];
+  let lock: { waited: boolean; decoded: boolean };
 
   beforeAll(async () => {
     await makeTiny(model);
@@ -75,7 +76,7 @@ const { createRequire } = await import('node:module');
 const lib = await import(createRequire(${JSON.stringify(join(DIST, '..', 'package.json'))}).resolve('node-llama-cpp'));
 const { completeChat } = await import(${JSON.stringify(join(DIST, 'engine-chat.js'))});
 const { completePlain, plainStops } = await import(${JSON.stringify(join(DIST, 'engine-plain.js'))});
-const { directSteps } = await import(${JSON.stringify(join(DIST, 'engine-step.js'))});
+const { contextLock, directSteps } = await import(${JSON.stringify(join(DIST, 'engine-step.js'))});
 const llama = await lib.getLlama({ gpu: false, logLevel: 'error' });
 const model = await llama.loadModel({ modelPath: process.argv[2] });
 const context = await model.createContext({ sequences: 2, threads: 1, contextSize: 1024 });
@@ -115,7 +116,17 @@ await compare('stop string never met', { stop: ['\\u00e9\\u00e9\\u00e9'] });
 let k = 0;
 await compare('alone now and then', {}, alone(() => ++k % 3 !== 0));
 await compare('never alone', {}, alone(() => false));
-process.stdout.write(JSON.stringify(out));
+// The lock the direct steps take is node-llama-cpp's own: held, it keeps another sequence's decode waiting.
+await a.clearHistory();
+const acquire = await contextLock();
+const held = await acquire([context, 'context']);
+let decoded = false;
+const decode = a.evaluateWithoutGeneratingNewTokens(model.tokenize('a few words')).then(() => { decoded = true; });
+await new Promise((r) => setTimeout(r, 300));
+const waited = !decoded;
+held.dispose();
+await decode;
+process.stdout.write(JSON.stringify({ out, lock: { waited, decoded } }));
 process.exit(0);
 `,
     );
@@ -123,9 +134,13 @@ process.exit(0);
       timeout: 60_000,
       cwd: fileURLToPath(new URL('..', import.meta.url)),
     });
-    results = JSON.parse(stdout);
+    ({ out: results, lock } = JSON.parse(stdout));
   }, 90_000);
   afterAll(() => tmp.cleanup());
+
+  it("direct steps take node-llama-cpp's own lock of the context: held, another decode waits for it", () => {
+    expect(lock).toEqual({ waited: true, decoded: true });
+  });
 
   const CASES = [
     'greedy',
