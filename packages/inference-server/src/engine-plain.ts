@@ -148,6 +148,7 @@ export async function completePlain(
         : {}),
     },
     stepping,
+    maxTokens,
   );
   let sampled = 0;
   // The tokens held back (a character split over tokens) join the text.

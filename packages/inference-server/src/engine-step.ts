@@ -7,7 +7,8 @@
  * the sequence's record of its tokens is kept as node-llama-cpp keeps it, so that prefix reuse,
  * state saving and the next `evaluate` see the same sequence. The prompt, every step while other
  * completions run (whose steps node-llama-cpp batches with this one's), a seeded sampler (whose
- * random state must run unbroken) and a context about to be shifted go through `evaluate`.
+ * random state must run unbroken) and a context about to be shifted go through `evaluate`. A
+ * direct step decodes the token it sampled while the caller works on it.
  *
  * Uses internals of node-llama-cpp 3.22 (the addon context and sampler, the sequence's token
  * record, the context's lock in node-llama-cpp's own lifecycle-utils), each checked before use:
@@ -112,18 +113,11 @@ let stepsTaken = 0;
 export const directSteps = (): number => stepsTaken;
 
 /**
- * One step on the addon, the context's lock held by the caller: decodes `token` at the sequence's
- * next position, records it as the sequence's (as node-llama-cpp's own decode does), and samples
- * the next token. `sampling` is given to the sampler first when it changes from step to step (the
- * tokens a penalty punishes); null: the sampler keeps the settings it was given.
+ * Decodes `token` at the sequence's next position on the addon, the context's lock held by the
+ * caller, and records it as the sequence's (as node-llama-cpp's own decode does); resolves to the
+ * batch index of its logits.
  */
-async function directStep(
-  s: Internals,
-  token: Token,
-  sampler: AddonSampler,
-  sampling: StepSampling | null,
-  threads: number,
-): Promise<Token> {
+async function decodeOne(s: Internals, token: Token, threads: number): Promise<number> {
   if (s.disposed) throw new Error('the sequence is disposed');
   const context = s._context;
   const guard = context._backendContextDisposeGuard.createPreventDisposalHandle();
@@ -131,13 +125,33 @@ async function directStep(
     const ctx = context._ctx;
     const at = s._nextTokenIndex;
     ctx.initBatch(1);
-    const [logitIndex] = Array.from(ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST));
+    const logitIndex = ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST)[0] as number;
     ctx.setThreads(threads);
     await ctx.decodeBatch();
     s._nextTokenIndex = at + 1;
     s._contextTokens.push(token);
+    return logitIndex;
+  } finally {
+    guard.dispose();
+  }
+}
+
+/**
+ * Samples the token that follows the decoded batch's logits at `logitIndex`, the lock held by the
+ * caller. `sampling` is given to the sampler first when it changes from step to step (the tokens a
+ * penalty punishes); null: the sampler keeps the settings it was given.
+ */
+async function sampleNext(
+  s: Internals,
+  logitIndex: number,
+  sampler: AddonSampler,
+  sampling: StepSampling | null,
+): Promise<Token> {
+  if (s.disposed) throw new Error('the sequence is disposed');
+  const guard = s._context._backendContextDisposeGuard.createPreventDisposalHandle();
+  try {
     if (sampling) sampler.applyConfig(s._resolveSamplerConfig(sampling));
-    const next = await ctx.sampleToken(logitIndex as number, sampler);
+    const next = await s._context._ctx.sampleToken(logitIndex, sampler);
     if (next === -1) throw new Error('Failed to sample next token');
     stepsTaken++;
     return next as Token;
@@ -151,12 +165,18 @@ async function directStep(
  * generation tokens included, until the caller stops asking: what `sequence.evaluate(tokens,
  * {...sampling, yieldEogToken: true})` yields, with the steps taken directly where `stepping`
  * allows (see above). Without `stepping`, exactly that `evaluate`.
+ *
+ * A token sampled directly is decoded while the caller works on it (its text, the stream's
+ * write), so that the model does not wait for the caller: every token but the last the caller
+ * takes, `limit` tokens or an end-of-generation token. A caller that stops early (a stop string)
+ * waits for that decode to end, and the sequence holds the token.
  */
 export async function* sampledTokens(
   sequence: LlamaContextSequence,
   tokens: readonly Token[],
   sampling: StepSampling,
   stepping: Stepping | null,
+  limit = Number.POSITIVE_INFINITY,
 ): AsyncGenerator<Token, void, undefined> {
   const s = stepping ? internalsOf(sequence) : null;
   const acquire = s ? await contextLock() : null;
@@ -172,7 +192,10 @@ export async function* sampledTokens(
   // Without a penalty (whose punished tokens change every step) the settings are given once.
   const perStep = sampling.repeatPenalty ? sampling : null;
   let pending: readonly Token[] = tokens;
+  let taken = 0;
   let sampler: AddonSampler | null = null;
+  // The decode of `pending` under way (its logits' batch index), started before it was yielded.
+  let ahead: Promise<number> | null = null;
   // The context's lock, held from one direct step to the next while the completion stays alone
   // (anything else that needs the context counts itself in `alone` before it waits for the lock).
   let lock: Lock | null = null;
@@ -180,20 +203,32 @@ export async function* sampledTokens(
     lock?.dispose();
     lock = null;
   };
+  const decodeAhead = (token: Token) => {
+    ahead = decodeOne(s!, token, stepping!.threads);
+    // Its failure is the next step's (or ignored when the caller has stopped), never unhandled.
+    ahead.catch(() => {});
+  };
   try {
     for (;;) {
-      if (pending.length === 1 && direct()) {
-        lock ??= await acquire!([s!._context, 'context']);
-        if (!direct()) {
-          release();
-          continue;
+      if (pending.length === 1 && (ahead !== null || direct())) {
+        if (ahead === null) {
+          lock ??= await acquire!([s!._context, 'context']);
+          if (!direct()) {
+            release();
+            continue;
+          }
+          decodeAhead(pending[0]!);
         }
         if (!sampler) {
           sampler = new s!._context._llama._bindings.AddonSampler(s!.model._model);
           sampler.applyConfig(s!._resolveSamplerConfig(sampling));
         }
-        const next = await directStep(s!, pending[0]!, sampler, perStep, stepping!.threads);
+        const decoding: Promise<number> = ahead!;
+        ahead = null;
+        const next = await sampleNext(s!, await decoding, sampler, perStep);
         pending = [next];
+        taken++;
+        if (taken < limit && !sequence.model.isEogToken(next) && direct()) decodeAhead(next);
         yield next;
         continue;
       }
@@ -201,6 +236,7 @@ export async function* sampledTokens(
       let handOver = false;
       for await (const next of sequence.evaluate(pending as Token[], { ...sampling, yieldEogToken: true })) {
         pending = [next];
+        taken++;
         yield next;
         if (direct()) {
           handOver = true;
@@ -210,6 +246,8 @@ export async function* sampledTokens(
       if (!handOver) return;
     }
   } finally {
+    // A decode started ahead ends under the lock before anything else may use the context.
+    if (ahead !== null) await (ahead as Promise<number>).catch(() => {});
     release();
     sampler?.dispose();
   }

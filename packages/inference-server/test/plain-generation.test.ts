@@ -114,7 +114,8 @@ await compare('greedy with penalties', { frequencyPenalty: 0.8, presencePenalty:
 await compare('stop string', { stop: [greedy.text.slice(9, 13)] });
 await compare('stop string never met', { stop: ['\\u00e9\\u00e9\\u00e9'] });
 let k = 0;
-await compare('alone now and then', {}, alone(() => ++k % 3 !== 0));
+// Alone for four looks, then not for four: the steps switch back and forth.
+await compare('alone now and then', {}, alone(() => ++k % 8 < 4));
 await compare('never alone', {}, alone(() => false));
 // The lock the direct steps take is node-llama-cpp's own: held, it keeps another sequence's decode waiting.
 await a.clearHistory();
@@ -183,9 +184,19 @@ process.exit(0);
     expect(steps['alone now and then']).toBeGreaterThan(5);
     expect(steps['alone now and then']).toBeLessThan(40);
     expect(steps).toMatchObject({ seeded: 0, penalties: 0, 'never alone': 0 });
-    // The sequence holds the prompt and every token decoded: all generated but the last sampled.
+    // The sequence holds the prompt and every token decoded: all generated but the last sampled
+    // (the 48th, the last the caller takes, is not decoded ahead).
     const greedy = results.find((x) => x.name === 'greedy')!;
     expect(greedy.held).toBe(greedy.prompt + 47);
+  });
+
+  it('a token sampled directly is decoded while the caller takes it, and that decode has ended when the answer returns', () => {
+    // Stopped by a stop string, the caller had already taken the last token, whose decode began
+    // as it was handed over: the sequence holds every token sampled (the first sampled after the
+    // prompt, the others by direct steps), and holds it as soon as the answer returns.
+    const r = results.find((x) => x.name === 'stop string')!;
+    expect(r.steps).toBeGreaterThan(0);
+    expect(r.held).toBe(r.prompt + r.steps + 1);
   });
 
   it('a stop string ends the answer before it, and is reported', () => {
