@@ -3,11 +3,12 @@
  * turn (no promise), one that waits through a promise; errors become replies either way, and the
  * counts and the calls under way are the same on both paths.
  */
+import { EventEmitter } from 'node:events';
 import { describe, expect, it } from '@jest/globals';
 import { parseMessage, RpcErrorCode } from '@vigil/shared-types';
 import { invalidParams, RpcFailure } from '../src/errors.js';
 import { DaemonMetrics } from '../src/metrics.js';
-import { Dispatcher, type Invoke, isPending } from '../src/rpc.js';
+import { callContext, Dispatcher, type Invoke, isPending } from '../src/rpc.js';
 
 const errors: string[] = [];
 const logger = {
@@ -112,6 +113,43 @@ describe('Dispatcher', () => {
     await d.drain(5000);
     expect(d.inFlight).toBe(0);
     expect(await pending).toMatchObject({ result: { later: true } });
+  });
+});
+
+describe('callContext', () => {
+  const conn = (destroyed = false) => Object.assign(new EventEmitter(), { destroyed });
+
+  it('makes its signal when first asked for, and aborts it at the first of its events', () => {
+    const c = conn();
+    const call = callContext(c, ['end', 'close']);
+    // Most calls never ask: no listener, no controller until then.
+    expect(c.listenerCount('end') + c.listenerCount('close')).toBe(0);
+    const gone = call.gone;
+    expect(call.gone).toBe(gone);
+    expect([c.listenerCount('end'), c.listenerCount('close')]).toEqual([1, 1]);
+    expect(gone.aborted).toBe(false);
+    c.emit('end');
+    expect(gone.aborted).toBe(true);
+    // A `close` by default (an HTTP response's).
+    const r = conn();
+    const byDefault = callContext(r).gone;
+    expect(r.listenerCount('close')).toBe(1);
+    r.emit('close');
+    expect(byDefault.aborted).toBe(true);
+  });
+
+  it('is aborted at once for a connection already gone', () => {
+    const c = conn(true);
+    expect(callContext(c).gone.aborted).toBe(true);
+    expect(c.listenerCount('close')).toBe(0);
+  });
+
+  it('is an instance of one class, its getter on the prototype (the same shape for every call)', () => {
+    const a = callContext(conn());
+    const b = callContext(conn());
+    expect(Object.getOwnPropertyDescriptor(a, 'gone')).toBeUndefined();
+    expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b));
+    expect(typeof Object.getOwnPropertyDescriptor(Object.getPrototypeOf(a), 'gone')?.get).toBe('function');
   });
 });
 
