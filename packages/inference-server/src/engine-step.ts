@@ -113,16 +113,26 @@ let stepsTaken = 0;
 export const directSteps = (): number => stepsTaken;
 
 /**
+ * Runs `work` on the addon context of a sequence that is not disposed, keeping the context from
+ * disposal until it ends (the context's lock is the caller's).
+ */
+async function onContext<T>(s: Internals, work: (ctx: AddonContext) => Promise<T>): Promise<T> {
+  if (s.disposed) throw new Error('the sequence is disposed');
+  const guard = s._context._backendContextDisposeGuard.createPreventDisposalHandle();
+  try {
+    return await work(s._context._ctx);
+  } finally {
+    guard.dispose();
+  }
+}
+
+/**
  * Decodes `token` at the sequence's next position on the addon, the context's lock held by the
  * caller, and records it as the sequence's (as node-llama-cpp's own decode does); resolves to the
  * batch index of its logits.
  */
-async function decodeOne(s: Internals, token: Token, threads: number): Promise<number> {
-  if (s.disposed) throw new Error('the sequence is disposed');
-  const context = s._context;
-  const guard = context._backendContextDisposeGuard.createPreventDisposalHandle();
-  try {
-    const ctx = context._ctx;
+function decodeOne(s: Internals, token: Token, threads: number): Promise<number> {
+  return onContext(s, async (ctx) => {
     const at = s._nextTokenIndex;
     ctx.initBatch(1);
     const logitIndex = ctx.addToBatch(s._sequenceId, at, Uint32Array.of(token), NO_LOGITS_BUT_THE_LAST)[0] as number;
@@ -131,9 +141,7 @@ async function decodeOne(s: Internals, token: Token, threads: number): Promise<n
     s._nextTokenIndex = at + 1;
     s._contextTokens.push(token);
     return logitIndex;
-  } finally {
-    guard.dispose();
-  }
+  });
 }
 
 /**
@@ -141,23 +149,19 @@ async function decodeOne(s: Internals, token: Token, threads: number): Promise<n
  * caller. `sampling` is given to the sampler first when it changes from step to step (the tokens a
  * penalty punishes); null: the sampler keeps the settings it was given.
  */
-async function sampleNext(
+function sampleNext(
   s: Internals,
   logitIndex: number,
   sampler: AddonSampler,
   sampling: StepSampling | null,
 ): Promise<Token> {
-  if (s.disposed) throw new Error('the sequence is disposed');
-  const guard = s._context._backendContextDisposeGuard.createPreventDisposalHandle();
-  try {
+  return onContext(s, async (ctx) => {
     if (sampling) sampler.applyConfig(s._resolveSamplerConfig(sampling));
-    const next = await s._context._ctx.sampleToken(logitIndex, sampler);
+    const next = await ctx.sampleToken(logitIndex, sampler);
     if (next === -1) throw new Error('Failed to sample next token');
     stepsTaken++;
     return next as Token;
-  } finally {
-    guard.dispose();
-  }
+  });
 }
 
 /**
