@@ -19,8 +19,9 @@
 // 4-conversation run is repeated with --state-cache-mib 0 (vigil alone) to show what the cache
 // adds. Generation tokens/s (one completion of 128 tokens) is measured with both servers up side
 // by side, in blocks of 3 completions on each, alternating (3 blocks each, 2 with --quick). It
-// prints one table (vigil, llama-server, their ratio, each goal) and the load average at the start
-// and the end of the run: figures from a loaded machine are not final.
+// prints one table (vigil, llama-server, their ratio, each goal), node-llama-cpp's binary the server
+// ran, and the load average at the start and the end of the run: figures from a loaded machine are
+// not final. On float weights with the prebuilt binary a note says what the TTFT ratios measure.
 //
 // The anchor: llama-server built from the llama.cpp source node-llama-cpp ships, whose path is
 // given in LLAMA_SERVER (nothing is built here; when absent the run says so). It gets the same
@@ -308,7 +309,22 @@ async function startServer(kind, model, extra = []) {
   child.logFile = logFile;
   children.push(child);
   await waitReady(port, child, kind);
+  if (kind === 'vigil') vigilBuild ??= llamaBuildOf(logFile);
   return { port, child };
+}
+
+/** node-llama-cpp's native binary the server runs (`prebuilt`, `localBuild`), from its `model loaded` line. */
+let vigilBuild = null;
+function llamaBuildOf(logFile) {
+  for (const line of readFileSync(logFile, 'utf8').split('\n')) {
+    if (!line.includes('"msg":"model loaded"')) continue;
+    try {
+      return JSON.parse(line).llamaBuild ?? null;
+    } catch {
+      return null;
+    }
+  }
+  return null;
 }
 
 /**
@@ -423,7 +439,13 @@ async function main() {
   console.log(
     table(rows, anchor, gen) +
       `\n\n${TURNS} turns, --threads ${THREADS} --batch-threads ${BATCH_THREADS} (llama-server -t ${THREADS} -tb ${BATCH_THREADS}), --parallel 2, small model (${TYPE}); ` +
-      `load average ${loadStart.map((x) => x.toFixed(1)).join(' ')} at the start, ${loadEnd.map((x) => x.toFixed(1)).join(' ')} at the end, on ${cpus().length} CPUs`,
+      `node-llama-cpp binary ${vigilBuild ?? 'unknown'}; ` +
+      `load average ${loadStart.map((x) => x.toFixed(1)).join(' ')} at the start, ${loadEnd.map((x) => x.toFixed(1)).join(' ')} at the end, on ${cpus().length} CPUs` +
+      (TYPE !== 'q8_0' && vigilBuild === 'prebuilt'
+        ? `\n\nNote: ${TYPE} weights on node-llama-cpp's prebuilt binary. Its float matrix kernel spends about 2x ` +
+          'llama-server\'s CPU per prompt token (inference README, "Why the binary\'s figures fall short"), so the TTFT ' +
+          'ratios above measure that binary; --type q8_0 measures the server itself.'
+        : ''),
   );
   if (JSON_OUT)
     console.log(
@@ -433,6 +455,7 @@ async function main() {
           threads: THREADS,
           batchThreads: BATCH_THREADS,
           type: TYPE,
+          llamaBuild: vigilBuild,
           loadStart,
           loadEnd,
           rows,
